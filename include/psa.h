@@ -1,0 +1,463 @@
+/*
+ * psa.h -- libpsa: Pyramid Sparse Attention for video diffusion transformers.
+ * The one public header: plain C11 (and C++), no CUDA or YAML types, stable ABI.
+ *
+ * =====================================================================================
+ * Introduction
+ * =====================================================================================
+ * PSA computes attention O = softmax(s * Q K^T) V block by block. For every pair
+ * (query block i, key block j) it picks a level from estimated importance:
+ *   level 1  the key block at full resolution,
+ *   level 2/4/8  the key block's K and V mean-pooled by 2/4/8 (a pooled key carries a
+ *           +ln(p) logit bias, so it counts as the p keys it replaces),
+ *   level 0  the block is skipped.
+ *
+ * One forward runs this pipeline (every stage on the CPU backend and on CUDA):
+ *
+ *   config --> context --> rearrange --> pool --> importance --> mask --> sparse attention
+ *   (YAML       (backend,    (Gilbert     (K/V      (sampled        (topk /    (online softmax
+ *    preset)     plan,        curve,       2x 4x    max-logit       threshold   over mixed
+ *                workspace)   text last)   8x)      per block)      quotas)     levels) --> inverse rearrange
+ *
+ * Happy path (five calls; error handling omitted):
+ *
+ *   psa_config*  cfg;  psa_config_load_embedded("Wan2.1_1.3b", "psa_balanced", &cfg);
+ *   psa_context* ctx;  psa_context_create(cfg, PSA_BACKEND_AUTO, -1, &ctx);
+ *   psa_context_set_video_grid(ctx, 21, 30, 52, 0, PSA_TEXT_NONE);
+ *   uint64_t bytes;    psa_workspace_size(ctx, &q, &k, &v, &o, &bytes);   -- allocate bytes
+ *   psa_attention_forward(ctx, &q, qp, &k, kp, &v, vp, &o, op, NULL, ws, bytes, stream);
+ *   psa_context_destroy(ctx); psa_config_destroy(cfg);
+ *
+ * Conventions used throughout
+ *   - Every function returns psa_status (PSA_OK = 0) unless stated. On failure it records a
+ *     thread-local message naming the argument and the value; read it with
+ *     psa_last_error_message(). A failing call leaves every output buffer unchanged.
+ *   - Tensors are described by shape + strides in elements (psa_tensor_desc): the logical
+ *     order is always [B, H, L, D]; BNSD, BSND and BSH are stride patterns. K/V may have
+ *     fewer heads than Q (GQA/MQA): query head h reads K/V head h / (Hq / Hkv).
+ *   - `stream` is a cudaStream_t passed as void* (NULL = legacy default stream). CUDA calls
+ *     enqueue and return; the CPU backend ignores the stream and runs synchronously.
+ *   - No function aborts, exits or lets an exception escape.
+ *
+ * Thread safety: psa_config and psa_context objects may be used by one thread at a time.
+ * Distinct objects may be used concurrently from different threads. Read-only functions
+ * on a config (get, clone) may run concurrently with each other. The error message is
+ * per thread.
+ */
+#ifndef PSA_H
+#define PSA_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* =====================================================================================
+ * Visibility
+ * ===================================================================================== */
+#if defined(_WIN32)
+#  if defined(PSA_BUILDING_LIBRARY)
+#    define PSA_API __declspec(dllexport)
+#  else
+#    define PSA_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__) || defined(__clang__)
+#  define PSA_API __attribute__((visibility("default")))
+#else
+#  define PSA_API
+#endif
+
+/* =====================================================================================
+ * Version. The only place the version is written; CMake, psa.pc and every binding
+ * derive it from these three lines.
+ * ===================================================================================== */
+#define PSA_VERSION_MAJOR 0
+#define PSA_VERSION_MINOR 1
+#define PSA_VERSION_PATCH 0
+/* MAJOR*10000 + MINOR*100 + PATCH, comparable as an integer (zstd convention). */
+#define PSA_VERSION_NUMBER (PSA_VERSION_MAJOR * 10000 + PSA_VERSION_MINOR * 100 + PSA_VERSION_PATCH)
+#define PSA_VERSION_STR_(x) #x
+#define PSA_VERSION_STR(x) PSA_VERSION_STR_(x)
+#define PSA_VERSION_STRING                                                               \
+  PSA_VERSION_STR(PSA_VERSION_MAJOR) "." PSA_VERSION_STR(PSA_VERSION_MINOR) "."           \
+  PSA_VERSION_STR(PSA_VERSION_PATCH)
+
+/* Version of the loaded library (compare with PSA_VERSION_NUMBER to detect a mismatch
+ * between the header a program was built with and the .so it runs with). */
+PSA_API unsigned psa_version_number(void);
+/* "MAJOR.MINOR.PATCH" of the loaded library; static storage, never NULL. */
+PSA_API const char* psa_version_string(void);
+
+/* =====================================================================================
+ * Status codes. Values are pinned and never renumbered; new codes are appended.
+ * PSA_STATUS_TABLE(X) is the single table: X(name, value, description).
+ * ===================================================================================== */
+#define PSA_STATUS_TABLE(X)                                                               \
+  X(PSA_OK, 0, "success")                                                                 \
+  X(PSA_ERR_NULL_POINTER, 1, "a required pointer argument is NULL")                       \
+  X(PSA_ERR_INVALID_ARGUMENT, 2, "an argument has an invalid value")                      \
+  X(PSA_ERR_INVALID_SHAPE, 3, "a tensor shape is invalid or inconsistent")                \
+  X(PSA_ERR_INVALID_STRIDE, 4, "a tensor stride is invalid")                              \
+  X(PSA_ERR_INVALID_DTYPE, 5, "a data type is invalid or inconsistent")                   \
+  X(PSA_ERR_UNSUPPORTED, 6, "the combination is valid but not supported")                 \
+  X(PSA_ERR_INVALID_CONFIG, 7, "a configuration value is invalid")                        \
+  X(PSA_ERR_YAML_PARSE, 8, "the YAML text could not be parsed")                           \
+  X(PSA_ERR_NOT_FOUND, 9, "the named model, preset, parameter or file does not exist")    \
+  X(PSA_ERR_IO, 10, "a file could not be read or written")                                \
+  X(PSA_ERR_WORKSPACE_TOO_SMALL, 11, "the workspace is smaller than required")            \
+  X(PSA_ERR_INVALID_STATE, 12, "the object is not in a state that allows this call")      \
+  X(PSA_ERR_BACKEND_UNAVAILABLE, 13, "the requested backend is not built in")             \
+  X(PSA_ERR_NO_DEVICE, 14, "no usable CUDA device")                                       \
+  X(PSA_ERR_MISALIGNED_POINTER, 15, "a pointer is not aligned as required")               \
+  X(PSA_ERR_WRONG_MEMORY_SPACE, 16, "a pointer is in host memory where device memory is " \
+                                    "required, or the reverse")                           \
+  X(PSA_ERR_CUDA, 17, "a CUDA runtime call or kernel launch failed")                      \
+  X(PSA_ERR_OUT_OF_MEMORY, 18, "a host or device allocation failed")                      \
+  X(PSA_ERR_BUFFER_TOO_SMALL, 19, "a caller-provided buffer is too small")                \
+  X(PSA_ERR_INTERNAL, 20, "internal error (a bug in libpsa)")
+
+#define PSA_STATUS_ENUM_ENTRY_(name, value, text) name = value,
+typedef enum psa_status { PSA_STATUS_TABLE(PSA_STATUS_ENUM_ENTRY_) PSA_STATUS_FORCE_32BIT_ = 0x7fffffff } psa_status;
+#undef PSA_STATUS_ENUM_ENTRY_
+
+/* Short static description of a status ("the workspace is smaller than required").
+ * Unknown values give "unknown status". Never NULL. */
+PSA_API const char* psa_status_string(psa_status status);
+/* Name of a status ("PSA_ERR_INVALID_SHAPE"). Unknown values give "PSA_STATUS_UNKNOWN". */
+PSA_API const char* psa_status_name(psa_status status);
+/* Message of the last failing call on this thread, e.g.
+ * "k: shape[3] (head_dim) = 96; expected the same as q (64)". Empty string when the last
+ * call on this thread succeeded. Valid until the next libpsa call on this thread. */
+PSA_API const char* psa_last_error_message(void);
+/* Status of the last libpsa call on this thread (PSA_OK after a success). */
+PSA_API psa_status psa_last_error_status(void);
+
+/* =====================================================================================
+ * Basic types
+ * ===================================================================================== */
+typedef enum psa_dtype {
+  PSA_DTYPE_F32 = 0,
+  PSA_DTYPE_F16 = 1,
+  PSA_DTYPE_BF16 = 2
+} psa_dtype;
+
+/* Memory layouts that psa_tensor_desc_init() turns into strides. */
+typedef enum psa_layout {
+  PSA_LAYOUT_BNSD = 0, /* [B, H, L, D] contiguous ("head-major")              */
+  PSA_LAYOUT_BSND = 1, /* [B, L, H, D] contiguous ("sequence-major")          */
+  PSA_LAYOUT_BSH = 2   /* [B, L, H*D]: the same strides as BSND               */
+} psa_layout;
+
+/* Describes one attention tensor. Logical dimension order is always
+ * [B (batch), H (heads), L (sequence), D (head dim)]; strides are in elements and may be
+ * anything non-negative with strides[3] == 1 (the head dim must be contiguous).
+ * struct_size must be sizeof(psa_tensor_desc): it is checked on entry, so fields can be
+ * appended in later versions without breaking old callers. */
+typedef struct psa_tensor_desc {
+  uint32_t struct_size;
+  psa_dtype dtype;
+  int64_t shape[4];
+  int64_t strides[4];
+} psa_tensor_desc;
+
+/* Fills `desc` for a tensor of logical shape [B, H, L, D] stored in `layout`.
+ * [out] desc; [in] layout, dtype, batch, heads, seq_len, head_dim (each >= 1).
+ * Returns PSA_ERR_INVALID_ARGUMENT / PSA_ERR_INVALID_SHAPE on bad values. */
+PSA_API psa_status psa_tensor_desc_init(psa_tensor_desc* desc, psa_layout layout, psa_dtype dtype,
+                                        int64_t batch, int64_t heads, int64_t seq_len,
+                                        int64_t head_dim);
+
+/* Size in bytes of one element of `dtype` (0 for an unknown value). */
+PSA_API int32_t psa_dtype_size(psa_dtype dtype);
+
+/* =====================================================================================
+ * Configuration. An opaque, validated set of parameters (one "preset"). Parameters are
+ * read and written through psa_param ids; values are int64 or double. Set calls check
+ * the parameter's bounds; cross-parameter rules (ratio ends non-decreasing, mask format
+ * vs block size, ...) are checked by psa_config_validate() and by psa_context_create().
+ * ===================================================================================== */
+typedef struct psa_config_s psa_config;
+
+/* Sparse attention method (YAML preset key `type`). */
+typedef enum psa_method {
+  PSA_METHOD_PSA = 0,     /* Pyramid Sparse Attention                                 */
+  PSA_METHOD_DENSE = 1,   /* plain attention (YAML type: dense)                       */
+  PSA_METHOD_RF_V2 = 2,   /* RainFusion2.0 block-sparse                               */
+  PSA_METHOD_ADA_BSA = 3  /* adaptive block-sparse attention (strided CDF estimate)   */
+} psa_method;
+
+/* How mask quotas are read (YAML `mask_mode`). */
+typedef enum psa_mask_mode {
+  PSA_MASK_MODE_TOPK = 0,           /* ratio ends are fractions of the key blocks      */
+  PSA_MASK_MODE_THRESHOLDBOUND = 1  /* ratio ends bound the cumulative importance mass */
+} psa_mask_mode;
+
+/* Mask format (YAML `attn_impl`). Both compute the same attention; they differ in which
+ * options they allow (the similarity cap needs LEVELS) and in the exported mask. */
+typedef enum psa_mask_format {
+  PSA_MASK_FORMAT_SEGMENTS = 0, /* "new_mask_type": per row, ordered block lists per level */
+  PSA_MASK_FORMAT_LEVELS = 1    /* "old_mask_type": a level per (query block, key block)   */
+} psa_mask_format;
+
+/* Token rearrangement applied before the mask and undone on the output. */
+typedef enum psa_rearrange {
+  PSA_REARRANGE_GILBERT = 0,        /* 3-D generalised Hilbert curve (every shipped preset)  */
+  PSA_REARRANGE_STA = 1,            /* tile-major (sta tile t,h,w)                           */
+  PSA_REARRANGE_SEMANTIC_AWARE = 2, /* k-means clustering: returns PSA_ERR_UNSUPPORTED      */
+  PSA_REARRANGE_HYBRID = 3          /* Gilbert q + k-means k/v: returns PSA_ERR_UNSUPPORTED */
+} psa_rearrange;
+
+/* Where text tokens sit in the sequence the caller passes. */
+typedef enum psa_text_position {
+  PSA_TEXT_NONE = 0,  /* no text tokens                                        */
+  PSA_TEXT_FIRST = 1, /* [text, video]  (CogVideoX)                            */
+  PSA_TEXT_LAST = 2   /* [video, text]                                         */
+} psa_text_position;
+
+/* How text tokens enter the PSA mask. */
+typedef enum psa_text_rule {
+  PSA_TEXT_RULE_SPAN = 0,            /* every key block that holds a text token is level 1 */
+  PSA_TEXT_RULE_REFERENCE_SUFFIX = 1 /* reference behaviour: the last ceil(T/bn) key
+                                        blocks are level 1 (LEVELS format only)            */
+} psa_text_rule;
+
+/* Parameter ids. Pinned values; new ids are appended. The YAML key that sets each one is
+ * given in brackets ("-" = API only). */
+typedef enum psa_param {
+  PSA_PARAM_METHOD = 0,              /* psa_method          [type]                           */
+  PSA_PARAM_BLOCK_M = 1,             /* query block size    [block_size.m]   {64, 128}       */
+  PSA_PARAM_BLOCK_N = 2,             /* key block size      [block_size.n]   {32, 64, 128}   */
+  PSA_PARAM_TILE_N = 3,              /* KV tile size        [block_size.tile_n] 16..block_n  */
+  PSA_PARAM_MASK_MODE = 4,           /* psa_mask_mode       [mask_mode]                      */
+  PSA_PARAM_MASK_FORMAT = 5,         /* psa_mask_format     [attn_impl]                      */
+  PSA_PARAM_RATIO_L1 = 6,            /* end of level 1's interval, [0,1] [mask_ratios.1]     */
+  PSA_PARAM_RATIO_L2 = 7,            /* end of level 2's interval        [mask_ratios.2]     */
+  PSA_PARAM_RATIO_L4 = 8,            /* end of level 4's interval        [mask_ratios.4]     */
+  PSA_PARAM_RATIO_L8 = 9,            /* end of level 8's interval        [mask_ratios.8]     */
+  PSA_PARAM_RATIO_L0 = 10,           /* end of the skip interval         [mask_ratios.0]     */
+  PSA_PARAM_MIN_FULL_RATIO = 11,     /* thresholdbound level-1 floor, [0,1] (0.06)   [-]     */
+  PSA_PARAM_USE_SIM_MASK = 12,       /* 0/1 similarity cap (LEVELS only) [use_sim_mask]      */
+  PSA_PARAM_SIM_THRESHOLD_X2 = 13,   /* [-1,1]                           [sim_thresholds.x2] */
+  PSA_PARAM_SIM_THRESHOLD_X4 = 14,   /* [-1,1]                           [sim_thresholds.x4] */
+  PSA_PARAM_SIM_THRESHOLD_X8 = 15,   /* [-1,1]                           [sim_thresholds.x8] */
+  PSA_PARAM_USE_REARRANGE = 16,      /* 0/1                              [use_rearrange]     */
+  PSA_PARAM_REARRANGE_METHOD = 17,   /* psa_rearrange                    [rearrange_method]  */
+  PSA_PARAM_STA_TILE_T = 18,         /* >= 1                             [tile_size[0]]      */
+  PSA_PARAM_STA_TILE_H = 19,         /* >= 1                             [tile_size[1]]      */
+  PSA_PARAM_STA_TILE_W = 20,         /* >= 1                             [tile_size[2]]      */
+  PSA_PARAM_WARMUP_STEPS = 21,       /* dense steps at the start, >= 0   [warmup_steps]      */
+  PSA_PARAM_CALLS_PER_STEP = 22,     /* forwards per denoising step, >= 1 (1)  [-]           */
+  PSA_PARAM_INFERENCE_STEPS = 23,    /* steps per generation (step index wraps), 0 = no wrap */
+  PSA_PARAM_TEXT_LENGTH = 24,        /* model's text tokens, >= 0        [text_length]       */
+  PSA_PARAM_WIDTH_DIVISOR = 25,      /* pixels per latent column, >= 1  [video_scale...]     */
+  PSA_PARAM_HEIGHT_DIVISOR = 26,     /* pixels per latent row, >= 1                          */
+  PSA_PARAM_DEPTH_DIVISOR = 27,      /* frames per latent frame, >= 1                        */
+  PSA_PARAM_SAMPLE_DIVISOR = 28,     /* importance samples = block / this, {1,2,4,8,16} (4)  */
+  PSA_PARAM_SEED = 29,               /* sampling seed, >= 0 (0)                  [-]         */
+  PSA_PARAM_CAUSAL = 30,             /* 0/1 causal attention (bottom-right aligned) [-]      */
+  PSA_PARAM_SCALE = 31,              /* softmax scale; 0 = 1/sqrt(head_dim)      [-]         */
+  PSA_PARAM_TEXT_RULE = 32,          /* psa_text_rule (SPAN)                     [-]         */
+  PSA_PARAM_TEXT_ROWS_DENSE = 33,    /* 0/1 query blocks holding text attend at level 1 [-]  */
+  PSA_PARAM_SPARSITY = 34,           /* rf_v2 / ada_bsa sparsity, [0,1)          [sparsity]  */
+  PSA_PARAM_CDF_THRESHOLD = 35,      /* ada_bsa mass to keep, (0,1]       [cdf_threshold]    */
+  PSA_PARAM_KEEP_SINK = 36,          /* ada_bsa 0/1                       [keep_sink]        */
+  PSA_PARAM_KEEP_RECENT = 37,        /* ada_bsa 0/1                       [keep_recent]      */
+  PSA_PARAM_COUNT_ = 38              /* number of ids; not a parameter                      */
+} psa_param;
+
+typedef enum psa_param_type {
+  PSA_PARAM_TYPE_INT = 0,   /* read/write with the _int calls (enums and booleans too) */
+  PSA_PARAM_TYPE_DOUBLE = 1 /* read/write with the _double calls                        */
+} psa_param_type;
+
+/* Creates a config holding the library defaults (PSA, topk, block 128x64, tile 32, ratios
+ * 1:.1 2:.15 4:.15 8:.35 0:1, no rearrangement, no warm-up).
+ * [out] out: the new config; release with psa_config_destroy. */
+PSA_API psa_status psa_config_create(psa_config** out);
+/* Deep copy. [in] src; [out] out (release with psa_config_destroy). */
+PSA_API psa_status psa_config_clone(const psa_config* src, psa_config** out);
+/* Releases a config. Destroying NULL is a no-op. Contexts created from it stay valid. */
+PSA_API void psa_config_destroy(psa_config* config);
+
+/* Loads preset `preset` of model `model` from a YAML file in the reference format
+ * (configs/attention_config.yaml). [in,opt] preset: NULL selects the model's
+ * `default_attention`. [out] out. Errors: PSA_ERR_IO (unreadable file), PSA_ERR_YAML_PARSE
+ * (with line and column), PSA_ERR_NOT_FOUND (unknown model or preset; the message lists
+ * the ones that exist), PSA_ERR_INVALID_CONFIG (with the key path, the bad value and the
+ * allowed values). */
+PSA_API psa_status psa_config_load_file(const char* path, const char* model, const char* preset,
+                                        psa_config** out);
+/* As psa_config_load_file, from YAML text in memory (NUL-terminated). */
+PSA_API psa_status psa_config_load_string(const char* yaml, const char* model,
+                                          const char* preset, psa_config** out);
+/* As psa_config_load_file, from the copy of configs/attention_config.yaml built into the
+ * library (no file needed). */
+PSA_API psa_status psa_config_load_embedded(const char* model, const char* preset,
+                                            psa_config** out);
+/* The embedded attention_config.yaml text; static storage. */
+PSA_API const char* psa_embedded_config_yaml(void);
+
+/* Checks every cross-parameter rule. PSA_OK or PSA_ERR_INVALID_CONFIG with a message. */
+PSA_API psa_status psa_config_validate(const psa_config* config);
+
+PSA_API psa_status psa_config_set_int(psa_config* config, psa_param param, int64_t value);
+PSA_API psa_status psa_config_set_double(psa_config* config, psa_param param, double value);
+PSA_API psa_status psa_config_get_int(const psa_config* config, psa_param param, int64_t* value);
+PSA_API psa_status psa_config_get_double(const psa_config* config, psa_param param,
+                                         double* value);
+
+/* Describes a parameter: [out,opt] name (static string, the YAML-style key, e.g.
+ * "block_size.n"), type, lower and upper bounds (inclusive, as double). */
+PSA_API psa_status psa_param_info(psa_param param, const char** name, psa_param_type* type,
+                                  double* lower, double* upper);
+/* Looks a parameter up by the name psa_param_info reports. PSA_ERR_NOT_FOUND if unknown. */
+PSA_API psa_status psa_param_from_name(const char* name, psa_param* param);
+
+/* =====================================================================================
+ * Catalog: the models and presets of a YAML file, for listing.
+ * ===================================================================================== */
+typedef struct psa_catalog_s psa_catalog;
+
+/* Opens a catalog from a file path, or the embedded YAML when `path` is NULL.
+ * Every preset is parsed and validated here, so a catalog that opens loads. */
+PSA_API psa_status psa_catalog_open(const char* path, psa_catalog** out);
+PSA_API psa_status psa_catalog_open_string(const char* yaml, psa_catalog** out);
+PSA_API void psa_catalog_destroy(psa_catalog* catalog);
+PSA_API int32_t psa_catalog_model_count(const psa_catalog* catalog);
+/* Name of model `index` (0-based, file order); NULL if out of range. Owned by the catalog. */
+PSA_API const char* psa_catalog_model_name(const psa_catalog* catalog, int32_t index);
+/* Number of presets of `model`; -1 if the model does not exist. */
+PSA_API int32_t psa_catalog_preset_count(const psa_catalog* catalog, const char* model);
+PSA_API const char* psa_catalog_preset_name(const psa_catalog* catalog, const char* model,
+                                            int32_t index);
+/* The model's `default_attention` preset name; NULL if the model does not exist. */
+PSA_API const char* psa_catalog_default_preset(const psa_catalog* catalog, const char* model);
+/* Copy of a preset as a config (release with psa_config_destroy). */
+PSA_API psa_status psa_catalog_get_config(const psa_catalog* catalog, const char* model,
+                                          const char* preset, psa_config** out);
+
+/* =====================================================================================
+ * Context: a config bound to a backend, plus cached shape-dependent plans
+ * (permutations, block counts, workspace layout) and the warm-up step counter.
+ * ===================================================================================== */
+typedef struct psa_context_s psa_context;
+
+typedef enum psa_backend {
+  PSA_BACKEND_AUTO = 0, /* CUDA when built in and a device exists, else CPU */
+  PSA_BACKEND_CPU = 1,  /* plain reference backend, host pointers          */
+  PSA_BACKEND_CUDA = 2  /* device pointers, stream-ordered                 */
+} psa_backend;
+
+/* Creates a context. The config is validated and copied: later changes to `config` do
+ * not affect the context. [in] device: CUDA ordinal, or -1 for the current device
+ * (ignored by the CPU backend). [out] out: release with psa_context_destroy.
+ * Errors: PSA_ERR_INVALID_CONFIG, PSA_ERR_BACKEND_UNAVAILABLE (CUDA not built in),
+ * PSA_ERR_NO_DEVICE, PSA_ERR_UNSUPPORTED (device architecture). */
+PSA_API psa_status psa_context_create(const psa_config* config, psa_backend backend,
+                                      int32_t device, psa_context** out);
+/* Releases the context and every plan it holds. Destroying NULL is a no-op. Using a
+ * context after destroy is undefined behaviour (as for free()). The CUDA backend waits
+ * for nothing: the caller must ensure no forward using it is still pending. */
+PSA_API void psa_context_destroy(psa_context* context);
+/* Backend actually chosen (never PSA_BACKEND_AUTO for a valid context). */
+PSA_API psa_backend psa_context_backend(const psa_context* context);
+/* A copy of the context's config. [out] out: release with psa_config_destroy. */
+PSA_API psa_status psa_context_get_config(const psa_context* context, psa_config** out);
+
+/* Sets the video token grid of the sequences that follow: t latent frames, h rows,
+ * w columns, text_length text tokens at `text_position`. A sequence must then hold
+ * exactly t*h*w + text_length tokens. Required when the config rearranges tokens. */
+PSA_API psa_status psa_context_set_video_grid(psa_context* context, int64_t t, int64_t h,
+                                              int64_t w, int64_t text_length,
+                                              psa_text_position text_position);
+/* As psa_context_set_video_grid, from pixel sizes and the model's video_scale divisors:
+ * t = ceil(frames / depth_divisor), h = ceil(height / height_divisor),
+ * w = ceil(width / width_divisor). text_length < 0 takes the config's text_length. */
+PSA_API psa_status psa_context_set_video_pixels(psa_context* context, int64_t frames,
+                                                int64_t height, int64_t width,
+                                                int64_t text_length,
+                                                psa_text_position text_position);
+/* Forgets the video grid (no rearrangement, no text handling). */
+PSA_API psa_status psa_context_clear_video_grid(psa_context* context);
+
+/* Warm-up control. By default the context counts forwards: step = (calls /
+ * calls_per_step) % inference_steps (no wrap when inference_steps = 0), and a forward runs
+ * dense while step < warmup_steps. psa_context_set_step(ctx, s) pins the step to s >= 0;
+ * s = -1 returns to counting. psa_context_reset_calls zeroes the call counter. */
+PSA_API psa_status psa_context_set_step(psa_context* context, int64_t step);
+PSA_API psa_status psa_context_reset_calls(psa_context* context);
+/* Step that the next forward will use, and whether it will run dense. */
+PSA_API psa_status psa_context_next_step(const psa_context* context, int64_t* step,
+                                         int32_t* dense);
+
+/* =====================================================================================
+ * Queries: ask before running (CUTLASS can_implement / get_workspace_size)
+ * ===================================================================================== */
+
+/* PSA_OK when a forward with these descriptors is supported, else the status and message
+ * a forward would fail with. [in,opt] out may be NULL (then q's shape and dtype). */
+PSA_API psa_status psa_check_supported(psa_context* context, const psa_tensor_desc* q,
+                                       const psa_tensor_desc* k, const psa_tensor_desc* v,
+                                       const psa_tensor_desc* out);
+/* Workspace bytes a forward with these descriptors needs (in the backend's memory:
+ * host for CPU, device for CUDA). Also plans the shape, so that the forward does no
+ * host-side planning. [out] bytes. */
+PSA_API psa_status psa_workspace_size(psa_context* context, const psa_tensor_desc* q,
+                                      const psa_tensor_desc* k, const psa_tensor_desc* v,
+                                      const psa_tensor_desc* out, uint64_t* bytes);
+
+/* =====================================================================================
+ * Forward
+ * ===================================================================================== */
+
+/* out = sparse attention of (q, k, v) under the context's config.
+ * [in] q, k, v: descriptors and data (device pointers for CUDA, host for CPU).
+ *      Shapes [B, Hq, Lq, D], [B, Hkv, Lk, D], [B, Hkv, Lk, D]; Hq % Hkv == 0; one dtype.
+ * [out] out: [B, Hq, Lq, D], dtype of q; must not overlap q, k or v.
+ * [out,opt] lse: fp32 [B, Hq, Lq] contiguous, natural-log sum of exp of the scaled logits
+ *      (FlashAttention convention; -inf for a row that attends to nothing). NULL to skip.
+ * [in] workspace, workspace_bytes: at least psa_workspace_size() bytes in the backend's
+ *      memory; may be NULL when that size is 0. Need not be zeroed.
+ * [in,opt] stream: cudaStream_t for CUDA; ignored by the CPU backend.
+ * CUDA: enqueues on `stream` and returns; no allocation, no synchronisation, capturable
+ * in a CUDA graph once the shape was planned by psa_workspace_size. Inputs must stay
+ * valid until the stream reaches this point. Advances the warm-up call counter. */
+PSA_API psa_status psa_attention_forward(psa_context* context, const psa_tensor_desc* q_desc,
+                                         const void* q, const psa_tensor_desc* k_desc,
+                                         const void* k, const psa_tensor_desc* v_desc,
+                                         const void* v, const psa_tensor_desc* out_desc,
+                                         void* out, float* lse, void* workspace,
+                                         uint64_t workspace_bytes, void* stream);
+
+/* =====================================================================================
+ * Diagnostics
+ * ===================================================================================== */
+
+/* Statistics of the last forward of a context. struct_size must be set by the caller to
+ * sizeof(psa_stats). Level fractions are over all (batch, head, query block, key block)
+ * pairs, indexed PSA_STAT_LEVEL_1, _2, _4, _8, _SKIP. Density counts a level-p block as 1/p
+ * (1.0 for a dense forward). On CUDA this synchronises with the last forward's stream. */
+enum { PSA_STAT_LEVEL_1 = 0, PSA_STAT_LEVEL_2 = 1, PSA_STAT_LEVEL_4 = 2, PSA_STAT_LEVEL_8 = 3,
+       PSA_STAT_LEVEL_SKIP = 4 };
+typedef struct psa_stats {
+  uint32_t struct_size;
+  int32_t ran_dense;        /* 1 if the forward ran dense (method dense or warm-up) */
+  int64_t step;             /* step index the forward used                          */
+  int64_t call_index;       /* value of the call counter for that forward           */
+  double density;           /* computed fraction of the dense work                  */
+  double level_fraction[5]; /* fraction of block pairs per level                    */
+  int64_t query_blocks;     /* Mq of the forward                                    */
+  int64_t key_blocks;       /* Nk of the forward                                    */
+  double stage_ms[7];       /* host wall time per stage, PSA_STAGE_* order; CPU
+                               backend only (zeros on CUDA: time with events there)  */
+} psa_stats;
+enum { PSA_STAGE_REARRANGE = 0, PSA_STAGE_POOL = 1, PSA_STAGE_IMPORTANCE = 2, PSA_STAGE_MASK = 3,
+       PSA_STAGE_ATTENTION = 4, PSA_STAGE_INVERSE = 5, PSA_STAGE_TOTAL = 6 };
+PSA_API psa_status psa_context_get_stats(psa_context* context, psa_stats* stats);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PSA_H */

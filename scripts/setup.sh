@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages libpsa needs, only those that are missing.
+# Usage: scripts/setup.sh [core|bindings|all]   (default: all)
+# Runs apt-get as root directly, otherwise through sudo when available.
+set -euo pipefail
+what=${1:-all}
+core="cmake g++ make pkg-config libyaml-cpp-dev libcxxopts-dev libgtest-dev libgmock-dev"
+bindings="swig mono-mcs mono-runtime libmono-system-runtime4.0-cil python3-dev python3-numpy python3-pytest python3-venv python3-pip cargo rustc"
+case "$what" in
+  core) pkgs="$core" ;;
+  bindings) pkgs="$bindings" ;;
+  all) pkgs="$core $bindings" ;;
+  *) echo "setup.sh: unknown set '$what' (expected core, bindings or all)" >&2; exit 2 ;;
+esac
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "setup.sh: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
