@@ -1,0 +1,61 @@
+// backend/backend.h -- the interface both backends implement. The pipeline
+// (pipeline/forward.cpp) validates, picks dense vs sparse and calls one of these; a backend
+// never sees psa_tensor_desc or YAML.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "config/config.h"
+#include "context/plan.h"
+
+namespace psa {
+
+// Per-call arguments: raw pointers and 64-bit element strides [B, H, L, D].
+struct ForwardArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;  // optional, fp32 [B, Hq, Lq] contiguous
+  int64_t q_stride[4] = {0, 0, 0, 0};
+  int64_t k_stride[4] = {0, 0, 0, 0};
+  int64_t v_stride[4] = {0, 0, 0, 0};
+  int64_t o_stride[4] = {0, 0, 0, 0};
+  void* workspace = nullptr;
+  uint64_t workspace_bytes = 0;
+  void* stream = nullptr;
+  bool dense = false;  // method dense or a warm-up step
+};
+
+// Level counts of one forward: pairs (b, h, i, j) per level slot (L1, L2, L4, L8, skip),
+// and the density sum (sum of 1/level over pairs).
+struct LevelCounts {
+  int64_t count[kNumSlots] = {0, 0, 0, 0, 0};
+  double density_sum = 0.0;
+  double stage_ms[7] = {0, 0, 0, 0, 0, 0, 0};
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual psa_backend kind() const = 0;
+  // Completes `plan` for this backend: sets plan->workspace_bytes and backend_data.
+  virtual psa_status prepare(const Config& config, Plan* plan) = 0;
+  // Checks that every pointer of `args` lives in this backend's memory space.
+  virtual psa_status check_pointers(const Plan& plan, const ForwardArgs& args) = 0;
+  // Runs one forward. CPU: synchronous, fills *counts. CUDA: enqueues on args.stream and
+  // writes counts into the workspace; read them later with read_counts().
+  virtual psa_status forward(const Config& config, const Plan& plan, const ForwardArgs& args,
+                             LevelCounts* counts) = 0;
+  // Fetches the counts of the last sparse forward (CUDA: synchronises its stream).
+  virtual psa_status read_counts(LevelCounts* counts) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+// Returns PSA_ERR_BACKEND_UNAVAILABLE when CUDA is not built in, PSA_ERR_NO_DEVICE when no
+// device can be used.
+psa_status make_cuda_backend(int32_t device, std::unique_ptr<Backend>* out);
+// True when CUDA is built in and at least one device is usable (for PSA_BACKEND_AUTO).
+bool cuda_backend_available();
+
+}  // namespace psa

@@ -1,0 +1,44 @@
+// context/plan.h -- the shape-dependent plan of a forward (block counts, sequence
+// permutations, text span, workspace size). Built on the host once per shape and cached
+// by the context; backends attach their own data (e.g. device copies of permutations).
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "config/config.h"
+#include "rearrange/rearrange.h"
+
+namespace psa {
+
+// Validated shapes of one forward. Logical order [B, H, L, D]; strides in elements.
+struct Problem {
+  int64_t batch = 0, heads_q = 0, heads_kv = 0, len_q = 0, len_k = 0, head_dim = 0;
+  psa_dtype dtype = PSA_DTYPE_BF16;
+  bool same(const Problem& o) const {
+    return batch == o.batch && heads_q == o.heads_q && heads_kv == o.heads_kv &&
+           len_q == o.len_q && len_k == o.len_k && head_dim == o.head_dim && dtype == o.dtype;
+  }
+};
+
+// Backend-owned part of a plan (device tables, ...). Destroyed with the plan.
+struct BackendPlanData {
+  virtual ~BackendPlanData() = default;
+};
+
+struct Plan {
+  Problem problem;
+  uint64_t geometry_version = 0;  // context's geometry counter when planned
+  // Blocks.
+  int64_t block_m = 128, block_n = 64, tile_n = 32;
+  int64_t q_blocks = 0;  // Mq = ceil(Lq / block_m)
+  int64_t k_blocks = 0;  // Nk = ceil(Lk / block_n)
+  int64_t q_samples = 0, k_samples = 0;  // per block: block / sample_divisor
+  float scale = 0.0f;
+  // Rearrangement (applied to q when len_q matches the grid, to k/v when len_k does).
+  SequencePlan q_seq, k_seq;
+  int64_t text_begin = 0, text_end = 0;  // text span in the rearranged key sequence
+  uint64_t workspace_bytes = 0;
+  std::unique_ptr<BackendPlanData> backend_data;
+};
+
+}  // namespace psa
