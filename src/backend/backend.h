@@ -59,3 +59,9 @@ psa_status make_cuda_backend(int32_t device, std::unique_ptr<Backend>* out);
 bool cuda_backend_available();
 
 }  // namespace psa
+
+namespace psa {
+// Where a pointer lives, as the CUDA runtime reports it (always kHost without CUDA).
+enum class MemorySpace { kHost, kDevice, kManaged };
+MemorySpace memory_space_of(const void* ptr);
+}  // namespace psa

@@ -1,0 +1,35 @@
+// cuda/core/cuda_status.h -- every CUDA stage, launcher/entry layer: turns a failed CUDA call
+// or kernel launch into PSA_ERR_CUDA naming the kernel and cudaGetErrorString. Host-only;
+// kernels never include this (they see no psa.h type).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "core/error.h"
+
+namespace psa {
+namespace gpu {
+
+// Status of the launch just issued (cudaGetLastError also clears a sticky launch error).
+inline psa_status launch_status(const char* kernel) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    return set_error(PSA_ERR_CUDA, "%s: launch failed: %s (%s)", kernel, cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+  return PSA_OK;
+}
+
+// Status of a CUDA runtime call; `what` names the call and its purpose.
+inline psa_status cuda_status(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return PSA_OK;
+  (void)cudaGetLastError();
+  if (e == cudaErrorMemoryAllocation)
+    return set_error(PSA_ERR_OUT_OF_MEMORY, "%s: %s", what, cudaGetErrorString(e));
+  return set_error(PSA_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace gpu
+}  // namespace psa
+
+#define PSA_CUDA_TRY(call, what) PSA_TRY(::psa::gpu::cuda_status((call), (what)))

@@ -1,0 +1,48 @@
+// context/context.h -- the context object behind psa_context: a validated config, one
+// backend, the video geometry, the warm-up counter, cached plans and the last statistics.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "config/config.h"
+#include "context/plan.h"
+#include "rearrange/rearrange.h"
+
+namespace psa {
+
+// Plans kept per context: forwards alternating between a few shapes (self- and cross-
+// attention, CFG batches) never re-plan.
+constexpr size_t kMaxCachedPlans = 8;
+
+// Builds the host part of a plan (blocks, scale, permutations, text span); the backend
+// completes it with prepare().
+psa_status make_plan(const Config& config, const VideoGeometry& geometry, const Problem& problem,
+                     Plan* plan);
+
+}  // namespace psa
+
+struct psa_context_s {
+  psa::Config cfg;
+  std::unique_ptr<psa::Backend> backend;
+  psa::VideoGeometry geometry;
+  uint64_t geometry_version = 0;
+  int64_t pinned_step = -1;  // >= 0: fixed step; -1: count calls
+  int64_t calls = 0;
+  std::vector<std::unique_ptr<psa::Plan>> plans;  // most recently used last
+  // Last forward.
+  bool has_stats = false;
+  bool counts_pending = false;  // CUDA: counts still in device memory
+  bool last_dense = false;
+  int64_t last_step = 0, last_call = 0;
+  int64_t last_q_blocks = 0, last_k_blocks = 0;
+  int64_t last_pairs = 0;
+  psa::LevelCounts last_counts;
+
+  // Finds or builds (and caches) the plan for `problem` under the current geometry.
+  psa_status get_plan(const psa::Problem& problem, const psa::Plan** plan);
+  // Step the next forward uses, and whether it runs dense.
+  int64_t next_step() const;
+  bool step_is_dense(int64_t step) const;
+};

@@ -1,0 +1,93 @@
+// context/plan.cpp -- host planning of one shape: block counts, scale, sequence
+// permutations and the text span. Runs at psa_workspace_size time, never per forward
+// for a shape already planned.
+#include <algorithm>
+#include <cmath>
+
+#include "context/context.h"
+#include "core/error.h"
+
+namespace psa {
+
+psa_status make_plan(const Config& config, const VideoGeometry& geometry, const Problem& problem,
+                     Plan* plan) {
+  plan->problem = problem;
+  plan->block_m = config.block_m;
+  plan->block_n = config.block_n;
+  plan->tile_n = config.tile_n;
+  plan->q_blocks = (problem.len_q + config.block_m - 1) / config.block_m;
+  plan->k_blocks = (problem.len_k + config.block_n - 1) / config.block_n;
+  plan->q_samples = std::max<int64_t>(1, config.block_m / config.sample_divisor);
+  plan->k_samples = std::max<int64_t>(1, config.block_n / config.sample_divisor);
+  plan->scale = config.scale > 0.0 ? static_cast<float>(config.scale)
+                                   : static_cast<float>(1.0 / std::sqrt(static_cast<double>(problem.head_dim)));
+  plan->q_seq = SequencePlan{};
+  plan->k_seq = SequencePlan{};
+  plan->q_seq.length = problem.len_q;
+  plan->k_seq.length = problem.len_k;
+  plan->text_begin = plan->text_end = 0;
+
+  const bool sparse_method = config.method != PSA_METHOD_DENSE;
+  if (!geometry.set) {
+    PSA_RETURN_IF(sparse_method && config.use_rearrange, PSA_ERR_INVALID_STATE,
+                  "use_rearrange = 1 but no video grid is set; call psa_context_set_video_grid "
+                  "or psa_context_set_video_pixels, or set use_rearrange = 0");
+    return PSA_OK;
+  }
+  const int64_t total = geometry.total_tokens();
+  PSA_RETURN_IF(problem.len_k != total, PSA_ERR_INVALID_SHAPE,
+                "k: seq_len = %lld; expected t*h*w + text_length = %lld*%lld*%lld + %lld = %lld "
+                "for the video grid set on the context",
+                static_cast<long long>(problem.len_k), static_cast<long long>(geometry.t),
+                static_cast<long long>(geometry.h), static_cast<long long>(geometry.w),
+                static_cast<long long>(geometry.text_length), static_cast<long long>(total));
+  PSA_RETURN_IF(config.use_rearrange && problem.len_q != total, PSA_ERR_INVALID_SHAPE,
+                "q: seq_len = %lld; rearrangement needs q to follow the video grid too "
+                "(expected %lld); set use_rearrange = 0 for cross-attention",
+                static_cast<long long>(problem.len_q), static_cast<long long>(total));
+  PSA_RETURN_IF(config.use_rearrange && config.causal && sparse_method, PSA_ERR_INVALID_CONFIG,
+                "causal = 1 with use_rearrange = 1: causal masking is meaningless after token "
+                "rearrangement; disable one of them");
+  Config effective = config;
+  if (!sparse_method) effective.use_rearrange = false;
+  PSA_TRY(build_sequence_plan(effective, geometry, problem.len_k, &plan->k_seq));
+  if (problem.len_q == problem.len_k) plan->q_seq = plan->k_seq;
+  plan->text_begin = plan->k_seq.text_begin;
+  plan->text_end = plan->k_seq.text_end;
+  return PSA_OK;
+}
+
+}  // namespace psa
+
+psa_status psa_context_s::get_plan(const psa::Problem& problem, const psa::Plan** out) {
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i]->problem.same(problem) && plans[i]->geometry_version == geometry_version) {
+      if (i + 1 != plans.size()) {  // move to most-recently-used position
+        std::unique_ptr<psa::Plan> p = std::move(plans[i]);
+        plans.erase(plans.begin() + static_cast<long>(i));
+        plans.push_back(std::move(p));
+      }
+      *out = plans.back().get();
+      return PSA_OK;
+    }
+  }
+  auto plan = std::make_unique<psa::Plan>();
+  PSA_TRY(psa::make_plan(cfg, geometry, problem, plan.get()));
+  plan->geometry_version = geometry_version;
+  PSA_TRY(backend->prepare(cfg, plan.get()));
+  if (plans.size() >= psa::kMaxCachedPlans) plans.erase(plans.begin());
+  plans.push_back(std::move(plan));
+  *out = plans.back().get();
+  return PSA_OK;
+}
+
+int64_t psa_context_s::next_step() const {
+  if (pinned_step >= 0) return pinned_step;
+  int64_t step = calls / (cfg.calls_per_step > 0 ? cfg.calls_per_step : 1);
+  if (cfg.inference_steps > 0) step %= cfg.inference_steps;
+  return step;
+}
+
+bool psa_context_s::step_is_dense(int64_t step) const {
+  return cfg.method == PSA_METHOD_DENSE || step < cfg.warmup_steps;
+}

@@ -1,0 +1,28 @@
+// core/tensor.h -- tensor descriptor validation: public psa_tensor_desc -> internal Problem
+// plus strides. Every failure names the tensor, the dimension and the values.
+#pragma once
+#include <cstdint>
+
+#include "context/plan.h"
+#include "psa.h"
+
+namespace psa {
+
+int32_t dtype_size(psa_dtype dtype);
+const char* dtype_name(psa_dtype dtype);
+
+psa_status tensor_desc_init(psa_tensor_desc* desc, psa_layout layout, psa_dtype dtype,
+                            int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim);
+
+// Validates q, k, v and (optional) out descriptors of one forward and fills `problem`.
+// Checks: struct_size, dtype known and equal, shapes >= 1, element counts and byte extents
+// fit int64, B equal, Hq % Hkv == 0, k and v shapes equal, D equal, out == q's shape,
+// strides >= 0 with strides[3] == 1.
+psa_status validate_descriptors(const psa_tensor_desc* q, const psa_tensor_desc* k,
+                                const psa_tensor_desc* v, const psa_tensor_desc* out,
+                                Problem* problem);
+
+// Largest element offset + 1 addressed by a descriptor (its extent in elements).
+int64_t tensor_extent(const psa_tensor_desc& d);
+
+}  // namespace psa

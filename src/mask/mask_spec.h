@@ -1,0 +1,284 @@
+// mask/mask_spec.h -- meaning of mask building (spec 4, 5, 6.5), shared by the CPU reference
+// (mask_cpu.cpp, sim_cap.cpp) and the CUDA mask kernels: rank order, per-slot rank intervals,
+// causal / text block rules, similarity cap. Header-only: no containers, no CUDA includes.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "core/hd.h"
+
+namespace psa {
+
+// ---- Slots and levels -------------------------------------------------------------------
+// Slots in processing order L1, L2, L4, L8, L0 (same numbering as LevelSlot in config.h;
+// ratio ends are validated non-decreasing in this order, so slot order = processing order).
+constexpr int kMaskSlots = 5;
+
+PSA_HD constexpr int level_of_slot(int slot) { return slot < 4 ? (1 << slot) : 0; }
+PSA_HD constexpr bool is_mask_level(int level) {
+  return level == 0 || level == 1 || level == 2 || level == 4 || level == 8;
+}
+
+// Alignment multiple A(p) (spec 4.2): a level-p block holds bn/p pooled tokens; when that
+// is less than a tile of tn, ceil(p / (bn/tn)) blocks share one tile, so a row's level-p
+// count must be a multiple of it. A(0) = 1. Requires 1 <= tn <= bn (validated by config).
+PSA_HD constexpr int64_t alignment_multiple(int level, int64_t bn, int64_t tn) {
+  return level <= 0 ? 1 : (level + bn / tn - 1) / (bn / tn);
+}
+
+// ---- Rank order (spec 4.2) --------------------------------------------------------------
+// Strict total order of a row's key blocks: higher score first, ties by lower key index.
+// NaN ranks after every number (so a sort never sees an invalid comparator).
+PSA_HD bool ranks_before(float a, int64_t ia, float b, int64_t ib) {
+  bool a_nan = a != a, b_nan = b != b;
+  if (a_nan != b_nan) return b_nan;
+  if (!a_nan && a != b) return a > b;
+  return ia < ib;
+}
+
+// ---- Rank intervals per slot (spec 4.3, 4.4) ----------------------------------------------
+// Slot s owns ranks [seg_end[s-1], seg_end[s]) (seg_end[-1] = 0); ranks >= seg_end[4] are
+// uncovered and stay level 0. seg_end is non-decreasing and within [0, n].
+
+// End of a slot's interval from its raw end: with A > 1 the count is rounded up to a
+// multiple of A, or down when the round-up reaches the row end (so counts are always
+// multiples of A); an end before `cur` leaves the slot empty.
+PSA_HD int64_t aligned_segment_end(int64_t cur, int64_t raw_end, int64_t a, int64_t n) {
+  int64_t end = raw_end;
+  if (a > 1) {
+    int64_t want = raw_end > cur ? raw_end - cur : 0;
+    end = cur + (want + a - 1) / a * a;
+    if (end >= n) end = cur + (n - cur) / a * a;
+  }
+  if (end > n) end = n;
+  return end > cur ? end : cur;
+}
+
+// min(n, trunc(n * f)) with the product in double and truncation toward zero (spec 4.3:
+// 0.1 * 3 = 0.30000000000000004 -> 0; 139 * 0.15 = 20.849999... -> 20). NaN or <= 0 -> 0.
+PSA_HD int64_t truncated_fraction(int64_t n, double f) {
+  double prod = static_cast<double>(n) * f;
+  if (!(prod > 0.0)) return 0;
+  if (prod >= static_cast<double>(n)) return n;
+  return static_cast<int64_t>(prod);
+}
+
+// topk: the counts depend only on n, so every row gets the same seg_end.
+PSA_HD void topk_segment_ends(int64_t n, const double ratio_end[kMaskSlots], int64_t bn,
+                              int64_t tn, int64_t seg_end[kMaskSlots]) {
+  int64_t cur = 0;
+  for (int s = 0; s < kMaskSlots; ++s) {
+    int64_t raw = truncated_fraction(n, ratio_end[s]);
+    cur = aligned_segment_end(cur, raw, alignment_multiple(level_of_slot(s), bn, tn), n);
+    seg_end[s] = cur;
+  }
+}
+
+// Relative cumulative mass of a descending-sorted row, in fp32: running sum in rank order
+// (one sequential accumulation, so both backends get the same bits), each prefix divided by
+// the total; E[n-1] = 1 exactly. A total that is not finite and > 0 gives the uniform
+// mass E[r] = (r+1)/n. `E` may alias `sorted`.
+PSA_HD void relative_cumulative_mass(const float* sorted, int64_t n, float* E) {
+  float c = 0.0f;
+  for (int64_t r = 0; r < n; ++r) {
+    c += sorted[r];
+    E[r] = c;
+  }
+  bool usable = c > 0.0f && c - c == 0.0f;
+  for (int64_t r = 0; r < n; ++r)
+    E[r] = usable ? E[r] / c : static_cast<float>(r + 1) / static_cast<float>(n);
+}
+
+// #{ r : E[r] <= e + 1e-6 }, compared in double (the reference compares in bf16).
+PSA_HD int64_t mass_count(const float* E, int64_t n, double e) {
+  double bound = e + 1e-6;
+  int64_t cnt = 0;
+  for (int64_t r = 0; r < n; ++r) cnt += static_cast<double>(E[r]) <= bound ? 1 : 0;
+  return cnt;
+}
+
+// thresholdbound from the per-slot counts of mass_count (lets a kernel count in parallel):
+// the crossing rank is included (raw = cnt + 1); cnt = 0 leaves the slot empty; level 1
+// gets at least min(n, trunc(n * min_full_ratio) + 1) blocks.
+PSA_HD void thresholdbound_ends_from_counts(const int64_t cnt[kMaskSlots], int64_t n, int64_t bn,
+                                            int64_t tn, double min_full_ratio,
+                                            int64_t seg_end[kMaskSlots]) {
+  int64_t cur = 0;
+  for (int s = 0; s < kMaskSlots; ++s) {
+    int level = level_of_slot(s);
+    int64_t raw = cnt[s] > 0 ? cnt[s] + 1 : cur;
+    int64_t end = aligned_segment_end(cur, raw, alignment_multiple(level, bn, tn), n);
+    if (level == 1) {
+      int64_t floor_end = truncated_fraction(n, min_full_ratio) + 1;
+      if (floor_end > n) floor_end = n;
+      if (end < floor_end) end = floor_end;
+    }
+    cur = end;
+    seg_end[s] = cur;
+  }
+}
+
+PSA_HD void thresholdbound_segment_ends(const float* E, int64_t n,
+                                        const double ratio_end[kMaskSlots], int64_t bn,
+                                        int64_t tn, double min_full_ratio,
+                                        int64_t seg_end[kMaskSlots]) {
+  int64_t cnt[kMaskSlots];
+  for (int s = 0; s < kMaskSlots; ++s) cnt[s] = mass_count(E, n, ratio_end[s]);
+  thresholdbound_ends_from_counts(cnt, n, bn, tn, min_full_ratio, seg_end);
+}
+
+// Slot of rank r (kMaskSlots when uncovered) and its level.
+PSA_HD int slot_of_rank(int64_t r, const int64_t seg_end[kMaskSlots]) {
+  int s = 0;
+  while (s < kMaskSlots && r >= seg_end[s]) ++s;
+  return s;
+}
+PSA_HD int level_of_rank(int64_t r, const int64_t seg_end[kMaskSlots]) {
+  int s = slot_of_rank(r, seg_end);
+  return s < kMaskSlots ? level_of_slot(s) : 0;
+}
+
+// SEGMENTS row (spec 4.6), width n + 5: rank r of slot s sits at s + r; slot s's separator
+// (-1, also for an empty slot) at s + seg_end[s]; positions past the last separator are 0.
+PSA_HD constexpr int64_t segments_width(int64_t n) { return n + kMaskSlots; }
+PSA_HD int64_t segments_position(int slot, int64_t r) { return slot + r; }
+PSA_HD int64_t segments_separator(int slot, const int64_t seg_end[kMaskSlots]) {
+  return slot + seg_end[slot];
+}
+
+// ---- Post-processing of a level map (mask.h postprocess_levels) ---------------------------
+// Half-open range of block indices.
+struct BlockSpan {
+  int64_t begin;
+  int64_t end;
+};
+PSA_HD bool in_span(int64_t j, BlockSpan s) { return j >= s.begin && j < s.end; }
+
+// Blocks of size `block` (at most n_blocks) that intersect tokens [t0, t1).
+PSA_HD BlockSpan token_span_blocks(int64_t t0, int64_t t1, int64_t block, int64_t n_blocks) {
+  if (t0 < 0) t0 = 0;
+  if (t1 <= t0) return BlockSpan{0, 0};
+  int64_t b = t0 / block, e = (t1 + block - 1) / block;
+  if (e > n_blocks) e = n_blocks;
+  return b < e ? BlockSpan{b, e} : BlockSpan{0, 0};
+}
+
+// REFERENCE_SUFFIX text rule (spec 4.7): the last ceil(t / bn) of nk key blocks.
+PSA_HD BlockSpan suffix_blocks(int64_t t, int64_t bn, int64_t nk) {
+  if (t <= 0) return BlockSpan{0, 0};
+  int64_t tb = (t + bn - 1) / bn;
+  return BlockSpan{tb < nk ? nk - tb : 0, nk};
+}
+
+// Causal, bottom-right aligned: query row x sees key t iff t <= x + (lk - lq). Query block
+// i holds rows [i*bm, min((i+1)*bm, lq)). Number of leading key blocks that hold a key
+// visible to at least one of its rows (0 when none).
+PSA_HD int64_t causal_key_blocks(int64_t i, int64_t bm, int64_t bn, int64_t lq, int64_t lk) {
+  int64_t x0 = i * bm, x1 = ((i + 1) * bm < lq ? (i + 1) * bm : lq) - 1;
+  int64_t last = x1 + (lk - lq);
+  if (last > lk - 1) last = lk - 1;
+  return (x1 < x0 || last < 0) ? 0 : last / bn + 1;
+}
+
+// Key blocks that intersect block i's diagonal band [x0 + off, x1 + off] clipped to [0, lk):
+// they are forced to level 1 so each row with a visible key sees its diagonal key in full.
+PSA_HD BlockSpan causal_band_blocks(int64_t i, int64_t bm, int64_t bn, int64_t lq, int64_t lk) {
+  int64_t x0 = i * bm, x1 = ((i + 1) * bm < lq ? (i + 1) * bm : lq) - 1;
+  int64_t lo = x0 + (lk - lq), hi = x1 + (lk - lq);
+  if (lo < 0) lo = 0;
+  if (hi > lk - 1) hi = lk - 1;
+  return (x1 < x0 || hi < lo) ? BlockSpan{0, 0} : BlockSpan{lo / bn, hi / bn + 1};
+}
+
+// Everything the post-processing of query block i needs, computed once per row.
+struct MaskPostRow {
+  int64_t visible;       // key blocks j >= visible become 0 (nk when not causal)
+  BlockSpan band;        // causal diagonal band -> 1
+  BlockSpan text_cols;   // text key blocks -> 1
+  bool text_row;         // SPAN + text_rows_dense and block i intersects the text -> all 1
+};
+
+PSA_HD MaskPostRow mask_post_row(int64_t i, int64_t nk, int64_t bm, int64_t bn, int64_t lq,
+                                 int64_t lk, bool causal, bool text_suffix, bool text_rows_dense,
+                                 int64_t text_begin, int64_t text_end) {
+  MaskPostRow row;
+  row.visible = causal ? causal_key_blocks(i, bm, bn, lq, lk) : nk;
+  if (row.visible > nk) row.visible = nk;
+  row.band = causal ? causal_band_blocks(i, bm, bn, lq, lk) : BlockSpan{0, 0};
+  if (text_suffix) {
+    row.text_cols = suffix_blocks(text_end - text_begin, bn, nk);
+    row.text_row = false;
+  } else {
+    row.text_cols = token_span_blocks(text_begin, text_end, bn, nk);
+    int64_t mq_bound = (lq + bm - 1) / bm;
+    row.text_row = text_rows_dense && in_span(i, token_span_blocks(text_begin, text_end, bm, mq_bound));
+  }
+  return row;
+}
+
+// Similarity cap application (spec 5): levels are powers of two, so min caps the pooling
+// factor; skip stays skip (cap >= 1).
+PSA_HD constexpr int cap_level(int level, int cap) { return level < cap ? level : cap; }
+
+// The three post-processing steps for one block, in order: causal (future -> 0, band -> 1),
+// text (-> 1; never revives a block with no visible key), sim cap (pass cap = 8 for none).
+PSA_HD int post_level(int level, int64_t j, const MaskPostRow& row, int cap) {
+  if (j >= row.visible) return 0;
+  if (in_span(j, row.band) || in_span(j, row.text_cols) || row.text_row) level = 1;
+  return cap_level(level, cap);
+}
+
+// ---- Similarity cap (spec 5) --------------------------------------------------------------
+// fp32 products rounded on their own (no fused multiply-add on either backend), so a kernel
+// that runs these loops per thread reproduces the CPU bits.
+PSA_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+// Sequential fp32 dot product (index order 0..d-1).
+PSA_HD float dot_f32(const float* a, const float* b, int64_t d) {
+  float s = 0.0f;
+  for (int64_t k = 0; k < d; ++k) s += mul_rn(a[k], b[k]);
+  return s;
+}
+
+// Cosine with the Triton path's epsilons: dot / (sqrt(|a|^2 + 1e-12) sqrt(|b|^2 + 1e-12) + 1e-6).
+PSA_HD float cosine_f32(float dot, float a2, float b2) {
+  return dot / (mul_rn(sqrtf(a2 + 1e-12f), sqrtf(b2 + 1e-12f)) + 1e-6f);
+}
+
+// Pooling factor p in {2, 4, 8} compares tokens t*p and t*p + p - 1 of a block, for
+// t < block_n / p (adjacent pairs for p = 2). Requires block_n % 8 == 0.
+PSA_HD constexpr int64_t sim_pair_count(int level, int64_t block_n) { return block_n / level; }
+PSA_HD constexpr int64_t sim_pair_first(int level, int64_t t) { return t * level; }
+PSA_HD constexpr int64_t sim_pair_second(int level, int64_t t) { return t * level + level - 1; }
+
+// Mean pair cosine of one key block (`block` is [block_n, d]) at pooling `level`: a
+// sequential fp32 sum over the pairs, divided by their number. A block shorter than
+// `level` has no pair and gives -1 (never above a threshold in [-1, 1)).
+PSA_HD float block_similarity(const float* block, int64_t block_n, int64_t d, int level) {
+  int64_t pairs = sim_pair_count(level, block_n);
+  if (pairs <= 0) return -1.0f;
+  float sum = 0.0f;
+  for (int64_t t = 0; t < pairs; ++t) {
+    const float* a = block + sim_pair_first(level, t) * d;
+    const float* b = block + sim_pair_second(level, t) * d;
+    sum += cosine_f32(dot_f32(a, b, d), dot_f32(a, a, d), dot_f32(b, b, d));
+  }
+  return sum / static_cast<float>(pairs);
+}
+
+// cap = 8 if sim8 > t8, else 4 if sim4 > t4, else 2 if sim2 > t2, else 1 (thresholds in
+// double, order x2, x4, x8; sims are the fp32 means of the pair cosines).
+PSA_HD int sim_cap_from_means(float sim2, float sim4, float sim8, const double threshold[3]) {
+  if (static_cast<double>(sim8) > threshold[2]) return 8;
+  if (static_cast<double>(sim4) > threshold[1]) return 4;
+  if (static_cast<double>(sim2) > threshold[0]) return 2;
+  return 1;
+}
+
+}  // namespace psa
