@@ -2,6 +2,7 @@
 // loaded with dlopen at run time: libpsa links cudart statically and exposes no
 // allocator, and the CLI must build and run without the CUDA toolkit.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 namespace psa_cli {

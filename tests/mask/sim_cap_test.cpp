@@ -35,8 +35,8 @@ std::vector<int> caps(const std::vector<float>& keys, int64_t nb, int64_t bn, in
   return std::vector<int>(c.begin(), c.end());
 }
 
-// Random keys with a per-block noise level around shared 8-group bases, so all four caps
-// occur. fp32 vs double differs by ~1e-6: compare wherever every sim is 1e-4 from its
+// Random keys: in each block, tokens of the same g-group (g = 2, 4 or 8 per block) share a
+// random base, plus a per-block noise level, so all four caps occur. fp32 vs double differs by ~1e-6: compare wherever every sim is 1e-4 from its
 // threshold.
 TEST(SimCap, MatchesDoubleBruteForce) {
   const uint64_t seed = std::random_device{}();
@@ -53,9 +53,10 @@ TEST(SimCap, MatchesDoubleBruteForce) {
     std::vector<float> keys(static_cast<size_t>(nb * bn * d));
     for (int64_t j = 0; j < nb; ++j) {
       const float noise = 2.0f * u01(rng) * u01(rng);
+      const int64_t group = int64_t{2} << (rng() % 3);
       std::vector<float> base(static_cast<size_t>(d));
       for (int64_t tok = 0; tok < bn; ++tok) {
-        if (tok % 8 == 0)
+        if (tok % group == 0)
           for (float& b : base) b = gauss(rng);
         float* k = &keys[(j * bn + tok) * d];
         for (int64_t c = 0; c < d; ++c) k[c] = base[c] + noise * gauss(rng);

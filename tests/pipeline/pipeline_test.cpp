@@ -69,9 +69,10 @@ TEST_P(AllLevelOne, EqualsDenseReference) {
                                                   return !c.causal || double(t) <= double(x) + off;
                                                 });
       EXPECT_LT(psa_test::rel_l2(out.head(b, h), want), c.tol) << "b " << b << " h " << h;
-      // LSE of row 0 in double.
     }
-  if (!c.causal) EXPECT_NEAR(st.level_fraction[PSA_STAT_LEVEL_1], 1.0, 1e-12);
+  if (!c.causal) {
+    EXPECT_NEAR(st.level_fraction[PSA_STAT_LEVEL_1], 1.0, 1e-12);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

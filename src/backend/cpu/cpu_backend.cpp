@@ -13,6 +13,7 @@
 #include "importance/importance.h"
 #include "importance/importance_spec.h"
 #include "mask/mask.h"
+#include "methods/methods.h"
 #include "pool/pool.h"
 
 namespace psa {
@@ -45,12 +46,14 @@ class Carver {
 struct Scratch {
   float *q, *k, *v, *out, *lse;
   float *k2, *k4, *k8, *v2, *v4, *v8, *kpad;
-  float* scores;
+  float *scores, *method;
   int8_t *levels, *cap;
   int32_t *q_off, *k_off, *shuffle, *order;
 };
 
-Scratch carve(Carver& c, const Plan& p, bool sim) {
+Scratch carve(Carver& c, const Config& cfg, const Plan& p) {
+  const bool sim = cfg.use_sim_mask;
+  const bool other_method = cfg.method == PSA_METHOD_RF_V2 || cfg.method == PSA_METHOD_ADA_BSA;
   const int64_t d = p.problem.head_dim, lq = p.problem.len_q, lk = p.problem.len_k;
   const int64_t padded = p.k_blocks * p.block_n;
   Scratch s{};
@@ -67,6 +70,7 @@ Scratch carve(Carver& c, const Plan& p, bool sim) {
   s.v8 = c.take<float>(padded / 8 * d);
   s.kpad = sim ? c.take<float>(padded * d) : nullptr;
   s.scores = c.take<float>(p.q_blocks * p.k_blocks);
+  s.method = other_method ? c.take<float>(method_scratch_floats(cfg, p)) : nullptr;
   s.levels = c.take<int8_t>(p.q_blocks * p.k_blocks);
   s.cap = c.take<int8_t>(p.k_blocks);
   s.q_off = c.take<int32_t>(p.q_samples);
@@ -97,13 +101,22 @@ void store_head(void* base, psa_dtype dt, const int64_t* stride, int64_t b, int6
   }
 }
 
+void count_levels(const int8_t* levels, int64_t n, LevelCounts* c) {
+  for (int64_t e = 0; e < n; ++e) {
+    const int lvl = levels[e];
+    const int slot = lvl == 1 ? 0 : lvl == 2 ? 1 : lvl == 4 ? 2 : lvl == 8 ? 3 : 4;
+    ++c->count[slot];
+    if (lvl > 0) c->density_sum += 1.0 / lvl;
+  }
+}
+
 class CpuBackend final : public Backend {
  public:
   psa_backend kind() const override { return PSA_BACKEND_CPU; }
 
   psa_status prepare(const Config& config, Plan* plan) override {
     Carver c(nullptr);
-    carve(c, *plan, config.use_sim_mask);
+    carve(c, config, *plan);
     plan->workspace_bytes = c.used() + 64;  // + alignment slack of the base pointer
     return PSA_OK;
   }
@@ -127,7 +140,7 @@ class CpuBackend final : public Backend {
     const int64_t mq = plan.q_blocks, nk = plan.k_blocks;
     const uintptr_t aligned = (reinterpret_cast<uintptr_t>(a.workspace) + 63) & ~uintptr_t{63};
     Carver carver(reinterpret_cast<void*>(aligned));
-    const Scratch s = carve(carver, plan, cfg.use_sim_mask);
+    const Scratch s = carve(carver, cfg, plan);
     const std::vector<int64_t> none;
     const std::vector<int64_t>& qsrc = a.dense ? none : plan.q_seq.src;
     const std::vector<int64_t>& ksrc = a.dense ? none : plan.k_seq.src;
@@ -182,6 +195,15 @@ class CpuBackend final : public Backend {
             t0 = Clock::now();
             dense_attention_cpu(s.q, lq, s.k, s.v, lk, d, plan.scale, cfg.causal, s.out, s.lse);
             c.stage_ms[PSA_STAGE_ATTENTION] += ms_since(t0);
+          } else if (cfg.method == PSA_METHOD_RF_V2 || cfg.method == PSA_METHOD_ADA_BSA) {
+            t0 = Clock::now();
+            PSA_TRY(build_method_levels(cfg, plan, s.q, s.k, s.method, s.levels));
+            count_levels(s.levels, mq * nk, &c);
+            c.stage_ms[PSA_STAGE_MASK] += ms_since(t0);
+            t0 = Clock::now();
+            sparse_attention_cpu(s.q, lq, kp, vp, lk, d, plan.block_m, plan.block_n, s.levels,
+                                 plan.scale, cfg.causal, s.out, s.lse);
+            c.stage_ms[PSA_STAGE_ATTENTION] += ms_since(t0);
           } else {
             t0 = Clock::now();
             sample_offsets(static_cast<uint64_t>(cfg.seed), b, h, kSampleQuery,
@@ -204,12 +226,7 @@ class CpuBackend final : public Backend {
               if (n > 0) build_mask_row(s.scores + i * nk, n, row_params, row, s.order, nullptr);
             }
             postprocess_levels(s.levels, mq, nk, post);
-            for (int64_t e = 0; e < mq * nk; ++e) {
-              const int lvl = s.levels[e];
-              const int slot = lvl == 1 ? 0 : lvl == 2 ? 1 : lvl == 4 ? 2 : lvl == 8 ? 3 : 4;
-              ++c.count[slot];
-              if (lvl > 0) c.density_sum += 1.0 / lvl;
-            }
+            count_levels(s.levels, mq * nk, &c);
             c.stage_ms[PSA_STAGE_MASK] += ms_since(t0);
             t0 = Clock::now();
             sparse_attention_cpu(s.q, lq, kp, vp, lk, d, plan.block_m, plan.block_n, s.levels,

@@ -1,0 +1,68 @@
+// cli/run.h -- `psa run` and `psa demo`: the options, one sparse forward compared with a
+// dense forward of the same inputs, and the report. Declarations shared by run_options.cpp
+// (parsing), run.cpp (execution) and report.cpp (printing).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "preset_info.h"
+#include "psa.h"
+#include "synthetic.h"
+
+namespace psa_cli {
+
+struct RunOptions {
+  std::string model, preset, config;  // empty preset: the model's default_attention
+  bool pixels = false;                // --frames/--height/--width given
+  int64_t frames = 0, height = 0, width = 0;
+  bool grid_given = false;            // --grid given
+  int64_t grid[3] = {0, 0, 0};        // t, h, w
+  int64_t batch = 1, heads = 2, kv_heads = 0, head_dim = 64;  // kv_heads 0: = heads
+  int dtype = -1;                     // psa_dtype; -1: f32, or the files' dtype
+  psa_backend backend = PSA_BACKEND_CPU;
+  uint64_t seed = 0;
+  int64_t text_length = -1;           // -1: the preset's text_length
+  int text_position = -1;             // psa_text_position; -1: first when there is text
+  psa_layout layout = PSA_LAYOUT_BNSD;
+  bool causal = false;
+  std::string q_path, k_path, v_path; // all three or none
+  std::string out_path, save_inputs;  // --out FILE, --save-inputs PREFIX
+  bool step_given = false;
+  int64_t step = 0;
+  bool json = false;
+};
+
+struct RunReport {
+  std::string model, preset;
+  bool preset_defaulted = false;  // preset came from default_attention
+  PresetInfo info;
+  psa_backend backend = PSA_BACKEND_CPU;
+  VideoGrid grid;
+  int64_t batch = 0, heads_q = 0, heads_kv = 0, seq_len = 0, head_dim = 0;
+  psa_dtype dtype = PSA_DTYPE_F32;
+  psa_layout layout = PSA_LAYOUT_BNSD;
+  bool synthetic = true;
+  uint64_t seed = 0;
+  std::string input_files;        // "q.npy, k.npy, v.npy" when not synthetic
+  bool step_pinned = false;       // --step given
+  psa_stats stats{};              // of the sparse forward
+  uint64_t workspace_bytes = 0, dense_workspace_bytes = 0;
+  double sparse_ms = 0.0, dense_ms = 0.0;  // wall time of each forward (synchronised)
+  double rel_l2 = 0.0, cosine = 0.0, max_abs = 0.0;  // sparse output vs dense output
+  std::string saved_inputs;       // "PREFIXq.npy, ..." when --save-inputs was given
+  std::string out_path;
+};
+
+// Parses `psa run` (or `psa demo`, whose `demo_defaults` fill what the user left out).
+// Returns false when --help was printed. Throws UsageError.
+bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions& out);
+
+// Runs the sparse and the dense forward. Throws Failure (library errors carry
+// psa_last_error_message and the status name).
+RunReport execute_run(const RunOptions& options);
+
+void print_report_text(const RunReport& r);
+// One JSON object on one line; `verdict` is added as a field when non-empty.
+void print_report_json(const RunReport& r, const std::string& verdict);
+
+}  // namespace psa_cli

@@ -1,0 +1,42 @@
+// cuda/importance/importance_cuda.h -- importance stage, entry layer: sampled in-block
+// offsets per (batch, query head) and the row-normalised block scores [B, Hq, Mq, Nk] (spec
+// 3). Meaning in src/importance/importance_spec.h; this header only declares the entries.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "psa.h"
+
+namespace psa {
+namespace gpu {
+
+// Offsets of every (b, h): q_off [B*Hq, q_count] from (seed, b, h, kSampleQuery, block_m),
+// k_off [B*Hq, k_count] from (seed, b, h, kSampleKey, block_n). Blocks <= 128.
+struct OffsetArgs {
+  uint64_t seed = 0;
+  int64_t batch = 0, heads_q = 0;
+  int32_t block_m = 0, q_count = 0, block_n = 0, k_count = 0;
+  int32_t* q_off = nullptr;
+  int32_t* k_off = nullptr;
+};
+psa_status sample_offsets_cuda(const OffsetArgs& args, cudaStream_t stream);
+
+// Scores of importance_cpu for every (b, h): q [B, Hq, Lq, D] and k [B, Hkv, Lk, D]
+// contiguous (rearranged); query head h reads kv head h / (Hq / Hkv).
+struct ScoreArgs {
+  psa_dtype dtype = PSA_DTYPE_BF16;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  int64_t batch = 0, heads_q = 0, heads_kv = 0, len_q = 0, len_k = 0, head_dim = 0;
+  int64_t block_m = 0, block_n = 0;
+  const int32_t* q_off = nullptr;  // [B*Hq, q_count]
+  const int32_t* k_off = nullptr;  // [B*Hq, k_count]
+  int32_t q_count = 0, k_count = 0;
+  float scale = 0.0f;
+  float* scores = nullptr;  // [B*Hq, Mq, Nk]
+};
+psa_status block_scores_cuda(const ScoreArgs& args, cudaStream_t stream);
+
+}  // namespace gpu
+}  // namespace psa
