@@ -32,7 +32,7 @@ void build_mask_row(const float* scores, int64_t n, const MaskRowParams& params,
 void segments_row(const int32_t* order, const int64_t* seg_end, int64_t n, int32_t* row);
 
 // Similarity cap per key block (spec 5) on one head's replicate-padded keys
-// (`keys` is [n_blocks * block_n, d] fp32): cap[j] in {1, 2, 4, 8}.
+// (`keys` is [n_blocks * block_n, d] fp32): cap[j] in {1, 2, 4, 8}. Requires block_n % 8 == 0.
 void sim_cap_row(const float* keys, int64_t n_blocks, int64_t block_n, int64_t d,
                  const double threshold[3], int8_t* cap);
 
@@ -41,6 +41,7 @@ void sim_cap_row(const float* keys, int64_t n_blocks, int64_t block_n, int64_t d
 //   2. text (SPAN rule): key blocks intersecting [text_begin, text_end) -> 1, and with
 //      text_rows_dense the query blocks intersecting it -> all 1;
 //      text (REFERENCE_SUFFIX): the last ceil(T / block_n) key blocks -> 1;
+//      under causal, text never revives a block that step 1 set to 0 (no visible key);
 //   3. sim cap: level = min(level, cap[j]) for level > 0.
 struct MaskPostParams {
   int64_t block_m = 128, block_n = 128;

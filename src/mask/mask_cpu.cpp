@@ -69,9 +69,9 @@ void segments_row(const int32_t* order, const int64_t* seg_end, int64_t n, int32
 void postprocess_levels(int8_t* levels, int64_t mq, int64_t nk, const MaskPostParams& params) {
   const bool suffix = params.text_rule == PSA_TEXT_RULE_REFERENCE_SUFFIX;
   for (int64_t i = 0; i < mq; ++i) {
-    MaskPostRow row = mask_post_row(i, nk, params.block_m, params.block_n, params.lq, params.lk,
-                                    params.causal, suffix, params.text_rows_dense,
-                                    params.text_begin, params.text_end);
+    MaskPostRow row =
+        mask_post_row(i, nk, params.block_m, params.block_n, params.lq, params.lk, params.causal,
+                      suffix, params.text_rows_dense, params.text_begin, params.text_end);
     int8_t* out = levels + i * nk;
     for (int64_t j = 0; j < nk; ++j) {
       int cap = params.sim_cap != nullptr ? params.sim_cap[j] : 8;
@@ -80,8 +80,7 @@ void postprocess_levels(int8_t* levels, int64_t mq, int64_t nk, const MaskPostPa
   }
 }
 
-int64_t causal_visible_blocks(int64_t i, int64_t block_m, int64_t block_n, int64_t lq,
-                              int64_t lk) {
+int64_t causal_visible_blocks(int64_t i, int64_t block_m, int64_t block_n, int64_t lq, int64_t lk) {
   return causal_key_blocks(i, block_m, block_n, lq, lk);
 }
 

@@ -64,8 +64,8 @@ PSA_HD int64_t truncated_fraction(int64_t n, double f) {
 }
 
 // topk: the counts depend only on n, so every row gets the same seg_end.
-PSA_HD void topk_segment_ends(int64_t n, const double ratio_end[kMaskSlots], int64_t bn,
-                              int64_t tn, int64_t seg_end[kMaskSlots]) {
+PSA_HD void topk_segment_ends(int64_t n, const double ratio_end[kMaskSlots], int64_t bn, int64_t tn,
+                              int64_t seg_end[kMaskSlots]) {
   int64_t cur = 0;
   for (int s = 0; s < kMaskSlots; ++s) {
     int64_t raw = truncated_fraction(n, ratio_end[s]);
@@ -76,8 +76,8 @@ PSA_HD void topk_segment_ends(int64_t n, const double ratio_end[kMaskSlots], int
 
 // Relative cumulative mass of a descending-sorted row, in fp32: running sum in rank order
 // (one sequential accumulation, so both backends get the same bits), each prefix divided by
-// the total; E[n-1] = 1 exactly. A total that is not finite and > 0 gives the uniform
-// mass E[r] = (r+1)/n. `E` may alias `sorted`.
+// the total; E[n-1] = 1 exactly. When the total is not a finite positive number (all-zero,
+// inf or NaN scores) the mass is taken as uniform, E[r] = (r+1)/n. `E` may alias `sorted`.
 PSA_HD void relative_cumulative_mass(const float* sorted, int64_t n, float* E) {
   float c = 0.0f;
   for (int64_t r = 0; r < n; ++r) {
@@ -119,9 +119,8 @@ PSA_HD void thresholdbound_ends_from_counts(const int64_t cnt[kMaskSlots], int64
 }
 
 PSA_HD void thresholdbound_segment_ends(const float* E, int64_t n,
-                                        const double ratio_end[kMaskSlots], int64_t bn,
-                                        int64_t tn, double min_full_ratio,
-                                        int64_t seg_end[kMaskSlots]) {
+                                        const double ratio_end[kMaskSlots], int64_t bn, int64_t tn,
+                                        double min_full_ratio, int64_t seg_end[kMaskSlots]) {
   int64_t cnt[kMaskSlots];
   for (int s = 0; s < kMaskSlots; ++s) cnt[s] = mass_count(E, n, ratio_end[s]);
   thresholdbound_ends_from_counts(cnt, n, bn, tn, min_full_ratio, seg_end);
@@ -192,10 +191,10 @@ PSA_HD BlockSpan causal_band_blocks(int64_t i, int64_t bm, int64_t bn, int64_t l
 
 // Everything the post-processing of query block i needs, computed once per row.
 struct MaskPostRow {
-  int64_t visible;       // key blocks j >= visible become 0 (nk when not causal)
-  BlockSpan band;        // causal diagonal band -> 1
-  BlockSpan text_cols;   // text key blocks -> 1
-  bool text_row;         // SPAN + text_rows_dense and block i intersects the text -> all 1
+  int64_t visible;      // key blocks j >= visible become 0 (nk when not causal)
+  BlockSpan band;       // causal diagonal band -> 1
+  BlockSpan text_cols;  // text key blocks -> 1
+  bool text_row;        // SPAN + text_rows_dense and block i intersects the text -> all 1
 };
 
 PSA_HD MaskPostRow mask_post_row(int64_t i, int64_t nk, int64_t bm, int64_t bn, int64_t lq,
@@ -211,7 +210,8 @@ PSA_HD MaskPostRow mask_post_row(int64_t i, int64_t nk, int64_t bm, int64_t bn, 
   } else {
     row.text_cols = token_span_blocks(text_begin, text_end, bn, nk);
     int64_t mq_bound = (lq + bm - 1) / bm;
-    row.text_row = text_rows_dense && in_span(i, token_span_blocks(text_begin, text_end, bm, mq_bound));
+    row.text_row =
+        text_rows_dense && in_span(i, token_span_blocks(text_begin, text_end, bm, mq_bound));
   }
   return row;
 }
@@ -229,8 +229,9 @@ PSA_HD int post_level(int level, int64_t j, const MaskPostRow& row, int cap) {
 }
 
 // ---- Similarity cap (spec 5) --------------------------------------------------------------
-// fp32 products rounded on their own (no fused multiply-add on either backend), so a kernel
-// that runs these loops per thread reproduces the CPU bits.
+// fp32 products rounded on their own (__fmul_rn keeps nvcc from fusing them into an FMA), so
+// a kernel that runs these loops per thread reproduces the CPU bits. Host builds must not
+// contract either (no -ffp-contract=fast together with an FMA -march).
 PSA_HD float mul_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);

@@ -10,10 +10,9 @@ void sim_cap_row(const float* keys, int64_t n_blocks, int64_t block_n, int64_t d
                  const double threshold[3], int8_t* cap) {
   for (int64_t j = 0; j < n_blocks; ++j) {
     const float* block = keys + j * block_n * d;
-    cap[j] = static_cast<int8_t>(sim_cap_from_means(block_similarity(block, block_n, d, 2),
-                                                    block_similarity(block, block_n, d, 4),
-                                                    block_similarity(block, block_n, d, 8),
-                                                    threshold));
+    cap[j] = static_cast<int8_t>(sim_cap_from_means(
+        block_similarity(block, block_n, d, 2), block_similarity(block, block_n, d, 4),
+        block_similarity(block, block_n, d, 8), threshold));
   }
 }
 

@@ -124,10 +124,13 @@ std::vector<BadCase> bad_cases() {
   v.push_back({"head_dim_mismatch", PSA_ERR_INVALID_SHAPE, "k: shape[3] (head_dim)", fwd_k([](psa_tensor_desc& d) { d.shape[3] = 8; })});
   v.push_back({"batch_mismatch", PSA_ERR_INVALID_SHAPE, "k: shape[0] (batch)", fwd_k([](psa_tensor_desc& d) { d.shape[0] = 2; })});
   v.push_back({"kv_len_mismatch", PSA_ERR_INVALID_SHAPE, "v: shape[2] (seq_len)", fwd_v([](psa_tensor_desc& d) { d.shape[2] = 100; })});
-  v.push_back({"gqa_indivisible", PSA_ERR_INVALID_SHAPE, "k: shape[1] (heads)", fwd_k([](psa_tensor_desc& d) {
-                 d.shape[1] = 3;
-                 d.strides[0] = 3 * 160 * 16;
-               })});
+  v.push_back({"gqa_indivisible", PSA_ERR_INVALID_SHAPE, "k: shape[1] (heads) = 3", [](Fixture& x) {
+                 auto three_heads = [](psa_tensor_desc& d) {
+                   d.shape[1] = 3;
+                   d.strides[0] = 3 * 160 * 16;
+                 };
+                 return x.forward(x.q.desc, with(x.k.desc, three_heads), with(x.v.desc, three_heads), x.out.desc);
+               }});
   v.push_back({"out_shape", PSA_ERR_INVALID_SHAPE, "out: shape[2]", fwd_o([](psa_tensor_desc& d) { d.shape[2] = 10; })});
   v.push_back({"out_dtype", PSA_ERR_INVALID_DTYPE, "out: dtype", fwd_o([](psa_tensor_desc& d) { d.dtype = PSA_DTYPE_BF16; })});
   v.push_back({"inner_stride", PSA_ERR_INVALID_STRIDE, "strides[3]", fwd_q([](psa_tensor_desc& d) { d.strides[3] = 2; })});

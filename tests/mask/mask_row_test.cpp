@@ -41,7 +41,7 @@ TEST(MaskSegments, WorkedExample) {
                       order.data(), seg_end);
   std::vector<int32_t> row(psa::segments_width(20), 7);
   psa::segments_row(order.data(), seg_end, 20, row.data());
-  const std::vector<int32_t> expected = {5,  10, -1, 12, 11, -1, -1, 16, 0, 17, 6,  3, 7,
+  const std::vector<int32_t> expected = {5,  10, -1, 12, 11, -1, -1, 16, 0, 17, 6, 3, 7,
                                          13, 8,  -1, 14, 18, 2,  9,  19, 1, 15, 4, -1};
   EXPECT_EQ(row, expected);
   EXPECT_EQ(lv[5], 1);
@@ -124,7 +124,8 @@ uint64_t test_seed() {
 
 TEST(MaskRowProperty, RandomRows) {
   const uint64_t seed = test_seed();
-  SCOPED_TRACE(testing::Message() << "seed " << seed << " (rerun with PSA_TEST_SEED=" << seed << ")");
+  SCOPED_TRACE(testing::Message() << "seed " << seed << " (rerun with PSA_TEST_SEED=" << seed
+                                  << ")");
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u01(0.0, 1.0);
   const int64_t tiles[][2] = {{128, 32}, {64, 32}, {32, 32}, {128, 64}, {128, 16}};

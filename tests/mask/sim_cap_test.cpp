@@ -24,7 +24,8 @@ double cos_double(const float* a, const float* b, int64_t d) {
 
 double sim_double(const float* block, int64_t bn, int64_t d, int p) {
   double s = 0;
-  for (int64_t t = 0; t < bn / p; ++t) s += cos_double(block + t * p * d, block + (t * p + p - 1) * d, d);
+  for (int64_t t = 0; t < bn / p; ++t)
+    s += cos_double(block + t * p * d, block + (t * p + p - 1) * d, d);
   return s / double(bn / p);
 }
 
@@ -36,8 +37,8 @@ std::vector<int> caps(const std::vector<float>& keys, int64_t nb, int64_t bn, in
 }
 
 // Random keys: in each block, tokens of the same g-group (g = 2, 4 or 8 per block) share a
-// random base, plus a per-block noise level, so all four caps occur. fp32 vs double differs by ~1e-6: compare wherever every sim is 1e-4 from its
-// threshold.
+// random base, plus a per-block noise level, so all four caps occur. fp32 vs double differs by
+// ~1e-6: compare wherever every sim is 1e-4 from its threshold.
 TEST(SimCap, MatchesDoubleBruteForce) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE(testing::Message() << "seed " << seed);

@@ -1,0 +1,197 @@
+// cli/report.cpp -- prints a RunReport as aligned text or as one JSON object. Formatting
+// only; every number was measured or queried in run.cpp.
+#include <cstdio>
+#include <string>
+
+#include "host_tensor.h"
+#include "run.h"
+
+namespace psa_cli {
+namespace {
+
+const char* const kLevelNames[5] = {"1", "2", "4", "8", "skip"};
+const char* const kStageNames[7] = {"rearrange", "pool",    "importance", "mask",
+                                    "attention", "inverse", "total"};
+
+const char* backend_name(psa_backend b) {
+  return b == PSA_BACKEND_CUDA ? "cuda" : b == PSA_BACKEND_CPU ? "cpu" : "auto";
+}
+const char* layout_name(psa_layout l) { return l == PSA_LAYOUT_BSND ? "bsnd" : "bnsd"; }
+const char* position_name(psa_text_position p) {
+  return p == PSA_TEXT_FIRST ? "first" : p == PSA_TEXT_LAST ? "last" : "none";
+}
+
+std::string bytes_text(uint64_t b) {
+  char buf[32];
+  if (b < 1024) {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  } else if (b < (uint64_t{1} << 20)) {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024.0));
+  }
+  return buf;
+}
+
+std::string shape_text(const RunReport& r) {
+  const bool bnsd = r.layout == PSA_LAYOUT_BNSD;
+  return "[" + std::to_string(r.batch) + ", " + std::to_string(bnsd ? r.heads_q : r.seq_len) +
+         ", " + std::to_string(bnsd ? r.seq_len : r.heads_q) + ", " + std::to_string(r.head_dim) +
+         "]";
+}
+
+void row(const char* label, const std::string& text) {
+  std::printf("  %-10s %s\n", label, text.c_str());
+}
+
+std::string step_text(const RunReport& r) {
+  std::string s = std::to_string(r.stats.step);
+  if (r.step_pinned) return s + " (pinned with --step)";
+  return s + " (default: pinned to warmup_steps = " + std::to_string(r.info.warmup_steps) +
+         ", the first step after warm-up, so that the forward is sparse; --step S pins another)";
+}
+
+// Minimal JSON object writer: keys are plain identifiers, strings are escaped.
+class Json {
+ public:
+  Json& key(const char* k) {
+    s_ += first_ ? "" : ", ";
+    first_ = false;
+    s_ += "\"" + std::string(k) + "\": ";
+    return *this;
+  }
+  Json& str(const char* k, const std::string& v) { key(k).s_ += quote(v); return *this; }
+  Json& num(const char* k, double v) { key(k).s_ += fmt_num(v); return *this; }
+  Json& integer(const char* k, int64_t v) { key(k).s_ += std::to_string(v); return *this; }
+  Json& boolean(const char* k, bool v) { key(k).s_ += v ? "true" : "false"; return *this; }
+  Json& raw(const char* k, const std::string& v) { key(k).s_ += v; return *this; }
+  Json& null(const char* k) { key(k).s_ += "null"; return *this; }
+  std::string done() const { return "{" + s_ + "}"; }
+
+  static std::string quote(const std::string& v) {
+    std::string o = "\"";
+    for (const char c : v) {
+      if (c == '"' || c == '\\') {
+        o += '\\';
+        o += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        o += buf;
+      } else {
+        o += c;
+      }
+    }
+    return o + "\"";
+  }
+
+ private:
+  std::string s_;
+  bool first_ = true;
+};
+
+}  // namespace
+
+void print_report_text(const RunReport& r) {
+  std::printf("psa run: %s / %s%s on %s\n", r.model.c_str(), r.preset.c_str(),
+              r.preset_defaulted ? " (default preset)" : "", backend_name(r.backend));
+  row("preset", describe_preset(r.info));
+  row("inputs", r.synthetic ? "synthetic video-like fields, seed " + std::to_string(r.seed)
+                            : r.input_files);
+  row("shape", "batch " + std::to_string(r.batch) + ", heads " + std::to_string(r.heads_q) +
+                   " (kv " + std::to_string(r.heads_kv) + "), head dim " +
+                   std::to_string(r.head_dim) + ", " + dtype_name(r.dtype) + ", " +
+                   layout_name(r.layout) + " " + shape_text(r));
+  std::string seq = "grid " + std::to_string(r.grid.t) + "x" + std::to_string(r.grid.h) + "x" +
+                    std::to_string(r.grid.w) + " = " + std::to_string(r.grid.video_tokens()) +
+                    " video tokens";
+  if (r.grid.text > 0) {
+    seq += " + " + std::to_string(r.grid.text) + " text tokens (" + position_name(r.grid.position) +
+           ")";
+  }
+  row("sequence", seq + ", L = " + std::to_string(r.seq_len));
+  row("step", step_text(r));
+  row("blocks", std::to_string(r.stats.query_blocks) + " query x " +
+                    std::to_string(r.stats.key_blocks) + " key blocks per head");
+  if (r.stats.ran_dense) {
+    row("levels", "all level 1: the forward ran dense (" +
+                      std::string(r.info.method == PSA_METHOD_DENSE ? "dense preset"
+                                                                    : "warm-up step") + ")");
+  } else {
+    std::string lv;
+    for (int i = 0; i < 5; ++i) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "%s%s: %.1f%%", i ? "   " : "", kLevelNames[i],
+                    100.0 * r.stats.level_fraction[i]);
+      lv += buf;
+    }
+    row("levels", lv);
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%.4f of the dense work (sparsity %.1f%%)", r.stats.density,
+                100.0 * (1.0 - r.stats.density));
+  row("density", buf);
+  if (r.backend == PSA_BACKEND_CPU) {
+    std::string st;
+    for (int i = 0; i < 7; ++i) {
+      std::snprintf(buf, sizeof buf, "%s%s %.2f", i ? "  " : "", kStageNames[i], r.stats.stage_ms[i]);
+      st += buf;
+    }
+    row("stages", st + " ms");
+  } else {
+    row("stages", "(per-stage times are measured by the CPU backend only)");
+  }
+  std::snprintf(buf, sizeof buf, "sparse %.2f ms, dense %.2f ms (%.2fx)", r.sparse_ms, r.dense_ms,
+                r.sparse_ms > 0.0 ? r.dense_ms / r.sparse_ms : 0.0);
+  row("wall", buf);
+  std::snprintf(buf, sizeof buf, "vs dense: relative L2 %.3e, cosine %.6f, max abs %.3e",
+                r.rel_l2, r.cosine, r.max_abs);
+  row("error", buf);
+  row("workspace", bytes_text(r.workspace_bytes) + " (dense " +
+                       bytes_text(r.dense_workspace_bytes) + ")");
+  if (!r.saved_inputs.empty()) row("saved", r.saved_inputs);
+  if (!r.out_path.empty()) row("output", r.out_path + " ('<f4', shape " + shape_text(r) + ")");
+}
+
+void print_report_json(const RunReport& r, const std::string& verdict) {
+  Json levels, stages;
+  for (int i = 0; i < 5; ++i) levels.num(kLevelNames[i], r.stats.level_fraction[i]);
+  for (int i = 0; i < 7; ++i) stages.num(kStageNames[i], r.stats.stage_ms[i]);
+  Json j;
+  j.str("model", r.model).str("preset", r.preset).boolean("preset_defaulted", r.preset_defaulted);
+  j.str("type", method_name(r.info.method)).str("backend", backend_name(r.backend));
+  j.str("dtype", dtype_name(r.dtype)).str("layout", layout_name(r.layout));
+  j.integer("batch", r.batch).integer("heads", r.heads_q).integer("kv_heads", r.heads_kv);
+  j.integer("seq_len", r.seq_len).integer("head_dim", r.head_dim);
+  j.raw("grid", "[" + std::to_string(r.grid.t) + ", " + std::to_string(r.grid.h) + ", " +
+                    std::to_string(r.grid.w) + "]");
+  j.integer("text_length", r.grid.text).str("text_position", position_name(r.grid.position));
+  if (r.synthetic) {
+    j.str("inputs", "synthetic").integer("seed", static_cast<int64_t>(r.seed));
+  } else {
+    j.str("inputs", r.input_files);
+  }
+  j.integer("step", r.stats.step).boolean("step_pinned", r.step_pinned);
+  j.integer("warmup_steps", r.info.warmup_steps).boolean("ran_dense", r.stats.ran_dense != 0);
+  j.integer("query_blocks", r.stats.query_blocks).integer("key_blocks", r.stats.key_blocks);
+  j.num("density", r.stats.density).num("sparsity", 1.0 - r.stats.density);
+  j.raw("level_fraction", levels.done());
+  if (r.backend == PSA_BACKEND_CPU) {
+    j.raw("stage_ms", stages.done());
+  } else {
+    j.null("stage_ms");
+  }
+  j.num("sparse_ms", r.sparse_ms).num("dense_ms", r.dense_ms);
+  j.num("rel_l2", r.rel_l2).num("cosine", r.cosine).num("max_abs", r.max_abs);
+  j.integer("workspace_bytes", static_cast<int64_t>(r.workspace_bytes));
+  j.integer("dense_workspace_bytes", static_cast<int64_t>(r.dense_workspace_bytes));
+  if (r.out_path.empty()) {
+    j.null("out");
+  } else {
+    j.str("out", r.out_path);
+  }
+  if (!verdict.empty()) j.str("verdict", verdict);
+  std::printf("%s\n", j.done().c_str());
+}
+
+}  // namespace psa_cli

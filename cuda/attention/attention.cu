@@ -1,0 +1,103 @@
+// cuda/attention/attention.cu -- attention stage, entry layer: checks what the kernels
+// support, unpacks AttentionArgs into the kernel parameter block and dispatches on dtype x
+// head dim x block_m. No math here.
+#include <cstdint>
+
+#include "cuda/attention/attention_cuda.h"
+#include "cuda/attention/attention_launch.h"
+#include "cuda/core/cuda_status.h"
+
+namespace psa {
+namespace gpu {
+
+bool attention_rows_aligned(const void* ptr, const int64_t stride[4]) {
+  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && stride[0] % 8 == 0 && stride[1] % 8 == 0 &&
+         stride[2] % 8 == 0 && stride[3] == 1;
+}
+
+psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
+  PSA_RETURN_IF(a.head_dim != 64 && a.head_dim != 128, PSA_ERR_UNSUPPORTED,
+                "q: shape[3] (head_dim) = %lld; supported by the CUDA attention kernel: 64, 128",
+                static_cast<long long>(a.head_dim));
+  PSA_RETURN_IF(a.block_m != 64 && a.block_m != 128, PSA_ERR_UNSUPPORTED,
+                "block_size.m = %lld; supported by the CUDA attention kernel: 64, 128",
+                static_cast<long long>(a.block_m));
+  PSA_RETURN_IF(a.dtype != PSA_DTYPE_F16 && a.dtype != PSA_DTYPE_BF16, PSA_ERR_UNSUPPORTED,
+                "q: dtype = %d; the CUDA attention kernel supports f16 and bf16",
+                static_cast<int>(a.dtype));
+  PSA_RETURN_IF(!a.dense && (a.block_n % 8 != 0 || a.block_n < 8), PSA_ERR_UNSUPPORTED,
+                "block_size.n = %lld; must be a multiple of 8", static_cast<long long>(a.block_n));
+  PSA_RETURN_IF(a.len_q > INT32_MAX / 2 || a.len_k > INT32_MAX / 2, PSA_ERR_UNSUPPORTED,
+                "sequence length %lld/%lld exceeds the kernel's 32-bit token indices",
+                static_cast<long long>(a.len_q), static_cast<long long>(a.len_k));
+  PSA_RETURN_IF(a.heads_q > 65535 || a.batch > 65535, PSA_ERR_UNSUPPORTED,
+                "batch = %lld, heads = %lld; the CUDA grid allows at most 65535 of each",
+                static_cast<long long>(a.batch), static_cast<long long>(a.heads_q));
+  PSA_RETURN_IF(!attention_rows_aligned(a.q, a.q_stride) || !attention_rows_aligned(a.k, a.k_stride) ||
+                    !attention_rows_aligned(a.v, a.v_stride),
+                PSA_ERR_INTERNAL, "attention: q/k/v rows must be 16-byte aligned (gather first)");
+  PSA_RETURN_IF(reinterpret_cast<uintptr_t>(a.out) % 16 != 0, PSA_ERR_MISALIGNED_POINTER,
+                "out: pointer %p is not 16-byte aligned", a.out);
+  PSA_RETURN_IF(!a.dense && (a.wl_blocks == nullptr || a.wl_count == nullptr), PSA_ERR_INTERNAL,
+                "attention: sparse call without a work list");
+
+  AttnKernelParams p{};
+  p.q = a.q;
+  p.q_sb = a.q_stride[0];
+  p.q_sh = a.q_stride[1];
+  p.q_sl = a.q_stride[2];
+  const int64_t nk = ceil_div(a.len_k, a.block_n);
+  p.k[0] = a.k;
+  p.v[0] = a.v;
+  p.k_sb[0] = a.k_stride[0];
+  p.k_sh[0] = a.k_stride[1];
+  p.k_sl[0] = a.k_stride[2];
+  p.v_sb[0] = a.v_stride[0];
+  p.v_sh[0] = a.v_stride[1];
+  p.v_sl[0] = a.v_stride[2];
+  for (int li = 1; li < 4; ++li) {
+    const int64_t lp = nk * a.block_n >> li;
+    p.k[li] = a.dense ? a.k : a.k_pooled[li - 1];
+    p.v[li] = a.dense ? a.v : a.v_pooled[li - 1];
+    p.k_sb[li] = p.v_sb[li] = a.heads_kv * lp * a.head_dim;
+    p.k_sh[li] = p.v_sh[li] = lp * a.head_dim;
+    p.k_sl[li] = p.v_sl[li] = a.head_dim;
+  }
+  p.out = a.out;
+  p.o_sb = a.o_stride[0];
+  p.o_sh = a.o_stride[1];
+  p.o_sl = a.o_stride[2];
+  p.out_vec = attention_rows_aligned(a.out, a.o_stride) ? 1 : 0;
+  p.lse = a.lse;
+  p.out_rows = a.out_rows;
+  p.wl_blocks = a.wl_blocks;
+  p.wl_count = a.wl_count;
+  p.heads_q = a.heads_q;
+  p.group = a.heads_q / a.heads_kv;
+  p.len_q = a.len_q;
+  p.len_k = a.len_k;
+  p.nk = nk;
+  p.mq = ceil_div(a.len_q, a.block_m);
+  p.block_n = a.block_n;
+  p.scale = a.scale;
+  p.causal = a.causal ? 1 : 0;
+  p.dense = a.dense ? 1 : 0;
+  if (a.batch == 0 || a.heads_q == 0 || p.mq == 0) return PSA_OK;
+
+  const int bm = static_cast<int>(a.block_m);
+  cudaError_t e;
+  if (a.dtype == PSA_DTYPE_F16)
+    e = a.head_dim == 64 ? launch_attention_f16_d64(p, bm, a.batch, stream)
+                         : launch_attention_f16_d128(p, bm, a.batch, stream);
+  else
+    e = a.head_dim == 64 ? launch_attention_bf16_d64(p, bm, a.batch, stream)
+                         : launch_attention_bf16_d128(p, bm, a.batch, stream);
+  if (e != cudaSuccess)
+    return set_error(PSA_ERR_CUDA, "sparse_attention_kernel<%s, d=%lld, bm=%d>: %s",
+                     a.dtype == PSA_DTYPE_F16 ? "f16" : "bf16", static_cast<long long>(a.head_dim),
+                     bm, cudaGetErrorString(e));
+  return PSA_OK;
+}
+
+}  // namespace gpu
+}  // namespace psa

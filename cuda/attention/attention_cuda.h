@@ -1,0 +1,48 @@
+// cuda/attention/attention_cuda.h -- attention stage, entry layer: mixed-level sparse
+// attention over a row work list (cuda/mask/mask_cuda.h), or dense attention (every key at
+// level 1) over the caller's strided tensors. Meaning in src/attention/attention_spec.h.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "psa.h"
+
+namespace psa {
+namespace gpu {
+
+struct AttentionArgs {
+  psa_dtype dtype = PSA_DTYPE_BF16;  // F16 or BF16; out has the same type
+  int64_t batch = 0, heads_q = 0, heads_kv = 0, len_q = 0, len_k = 0, head_dim = 0;
+  int64_t block_m = 128, block_n = 64;  // block_m: 64 or 128; block_n: any multiple of 8
+  float scale = 0.0f;
+  bool causal = false;
+  bool dense = false;  // all keys at level 1; wl_* and the pooled levels are ignored
+  // Level-1 tensors [B, H, L, D] with element strides (rows 16-byte aligned: see
+  // attention_rows_aligned).
+  const void* q = nullptr;
+  int64_t q_stride[4] = {0, 0, 0, 1};
+  const void* k = nullptr;
+  int64_t k_stride[4] = {0, 0, 0, 1};
+  const void* v = nullptr;
+  int64_t v_stride[4] = {0, 0, 0, 1};
+  // Pooled levels 2, 4, 8: contiguous [B, Hkv, nk*block_n/p, D] (pool_pyramid_cuda).
+  const void* k_pooled[3] = {nullptr, nullptr, nullptr};
+  const void* v_pooled[3] = {nullptr, nullptr, nullptr};
+  // Work list (build_worklist_cuda) of the level map [B*Hq*Mq, nk].
+  const int32_t* wl_blocks = nullptr;
+  const int32_t* wl_count = nullptr;
+  void* out = nullptr;
+  int64_t o_stride[4] = {0, 0, 0, 1};
+  float* lse = nullptr;              // [B, Hq, Lq] fp32 or NULL
+  const int64_t* out_rows = nullptr; // row x of the (rearranged) problem -> out row; NULL = x
+};
+
+// True when every row of a tensor starts on 16 bytes (pointer and strides), so the kernel
+// can copy it with cp.async; otherwise the caller gathers it into a contiguous buffer first.
+bool attention_rows_aligned(const void* ptr, const int64_t stride[4]);
+
+psa_status attention_cuda(const AttentionArgs& args, cudaStream_t stream);
+
+}  // namespace gpu
+}  // namespace psa

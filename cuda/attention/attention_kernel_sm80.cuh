@@ -1,0 +1,311 @@
+// cuda/attention/attention_kernel_sm80.cuh -- attention stage, kernel + launcher templates
+// (mma.sync m16n8k16, sm80+): one CTA per (query block, query head, batch) walks its row's
+// work list level by level; pooled blocks of one level are packed back to back so every key
+// tile is full except the last of each level (masked). Bias, visibility and the guarded
+// rescale come from attention_spec.h; this file must not define its own.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "attention/attention_spec.h"
+#include "cuda/attention/attention_params.h"
+#include "cuda/core/device.cuh"
+
+namespace psa {
+namespace gpu {
+
+// Tile shapes. kKeyTile = 64 keys per step: 2 stages of K and V at D = 128 are 64 KB, which
+// with a 128 x 128 Q tile (32 KB) leaves room for two CTAs per SM on sm80 and sm90.
+template <int D, int BM>
+struct AttnTraits {
+  static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  static_assert(BM == 64 || BM == 128, "query blocks of 64 or 128 rows");
+  static constexpr int kWarps = BM / 16;  // each warp owns 16 query rows
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kKeyTile = 64;
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static constexpr int kStages = 2;
+  static constexpr size_t kSmemQ = sizeof(uint16_t) * BM * D;
+  static constexpr size_t kSmemKV = sizeof(uint16_t) * kKeyTile * D;
+  static constexpr size_t kSmemBytes = kSmemQ + 2 * kStages * kSmemKV + sizeof(int32_t) * kStages * kKeyTile;
+};
+
+// Element offset of (row, 16-byte chunk) in a [rows][D] tile, chunks XOR-swizzled by row so
+// that ldmatrix reads of 8 rows at one column hit 8 different bank groups.
+template <int D>
+__device__ __forceinline__ int swz(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+template <typename T, int D, int BM>
+__global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads)
+    sparse_attention_kernel(const AttnKernelParams p) {
+  using Tr = AttnTraits<D, BM>;
+  constexpr int KT = Tr::kKeyTile;
+  constexpr int NC = Tr::kChunks;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = reinterpret_cast<T*>(smem_raw + Tr::kSmemQ);
+  T* sV = sK + Tr::kStages * KT * D;
+  int32_t* sTok = reinterpret_cast<int32_t*>(sV + Tr::kStages * KT * D);
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane >> 2, tq = lane & 3;
+  const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int64_t hk = h / p.group;
+  const int64_t row_id = (b * p.heads_q + h) * p.mq + i;
+  const int64_t x0 = i * BM;
+  const int64_t offset = p.len_k - p.len_q;
+
+  // Tokens per level in this row's packed stream, tiles per level and list offsets; kept in
+  // shared memory because they are indexed by a run-time level (registers would spill).
+  __shared__ int32_t ntok[4], tiles[4], woff[4];
+  __shared__ int32_t s_total;
+  if (tid == 0) {
+    if (p.dense) {
+      int64_t lim = p.len_k;
+      if (p.causal) {
+        const int64_t xl = (x0 + BM < p.len_q ? x0 + BM : p.len_q) - 1;
+        lim = xl + offset + 1 < lim ? xl + offset + 1 : lim;
+        if (lim < 0) lim = 0;
+      }
+      ntok[0] = static_cast<int32_t>(lim);
+      ntok[1] = ntok[2] = ntok[3] = 0;
+      woff[0] = woff[1] = woff[2] = woff[3] = 0;
+    } else {
+      int32_t acc = 0;
+      for (int li = 0; li < 4; ++li) {
+        const int32_t c = p.wl_count[row_id * 4 + li];
+        woff[li] = acc;
+        acc += c;
+        ntok[li] = c * static_cast<int32_t>(p.block_n >> li);
+      }
+    }
+    int32_t sum = 0;
+    for (int li = 0; li < 4; ++li) {
+      tiles[li] = (ntok[li] + KT - 1) / KT;
+      sum += tiles[li];
+    }
+    s_total = sum;
+  }
+  __syncthreads();
+  const int32_t total = s_total;
+  const int32_t* wl = p.dense ? nullptr : p.wl_blocks + row_id * p.nk;
+
+  // Q tile (rows past len_q are zero-filled, computed, never stored).
+  {
+    const T* qb = static_cast<const T*>(p.q) + b * p.q_sb + h * p.q_sh;
+    for (int c = tid; c < BM * NC; c += Tr::kThreads) {
+      const int r = c / NC, cc = c % NC;
+      const int64_t x = x0 + r;
+      const bool valid = x < p.len_q;
+      cp_async_16(sQ + swz<D>(r, cc), valid ? qb + x * p.q_sl + cc * 8 : qb, valid);
+    }
+  }
+
+  auto level_of_tile = [&](int32_t t, int32_t& w0) {
+    int li = 0;
+    while (li < 3 && t >= tiles[li]) {
+      t -= tiles[li];
+      ++li;
+    }
+    w0 = t * KT;
+    return li;
+  };
+
+  // Packed stream position w of level li -> token of that level (-1 past the stream end):
+  // entry w / P of the level's list, token w % P of that block (P = block_n / level).
+  auto load_tile = [&](int32_t t, int stage) {
+    int32_t w0;
+    const int li = level_of_tile(t, w0);
+    const int32_t P = static_cast<int32_t>(p.block_n >> li);
+    const T* kb = static_cast<const T*>(p.k[li]) + b * p.k_sb[li] + hk * p.k_sh[li];
+    const T* vb = static_cast<const T*>(p.v[li]) + b * p.v_sb[li] + hk * p.v_sh[li];
+    T* dk = sK + stage * KT * D;
+    T* dv = sV + stage * KT * D;
+    for (int c = tid; c < KT * NC; c += Tr::kThreads) {
+      const int r = c / NC, cc = c % NC;
+      const int32_t w = w0 + r;
+      int64_t tok = -1;
+      if (w < ntok[li]) {
+        if (p.dense) {
+          tok = w;
+        } else {
+          const int32_t e = w / P;
+          tok = static_cast<int64_t>(wl[woff[li] + e]) * P + (w - e * P);
+        }
+      }
+      const bool valid = tok >= 0 && (li > 0 || tok < p.len_k);
+      cp_async_16(dk + swz<D>(r, cc), valid ? kb + tok * p.k_sl[li] + cc * 8 : kb, valid);
+      cp_async_16(dv + swz<D>(r, cc), valid ? vb + tok * p.v_sl[li] + cc * 8 : vb, valid);
+      if (cc == 0) sTok[stage * KT + r] = static_cast<int32_t>(tok);
+    }
+  };
+
+  uint32_t qf[D / 16][4];
+  float acc[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  float m_run[2] = {neg_inf(), neg_inf()};
+  float l_run[2] = {0.0f, 0.0f};
+  const int wrow = warp * 16;
+  constexpr float kLog2e = 1.4426950408889634f;
+
+  if (total > 0) load_tile(0, 0);
+  cp_async_commit();
+
+  for (int32_t t = 0; t < total; ++t) {
+    const int stage = t & 1;
+    if (t + 1 < total) load_tile(t + 1, stage ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if (t == 0) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        ldmatrix_x4(qf[kk], sQ + swz<D>(wrow + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 2 + (lane >> 4)));
+    }
+    int32_t w0;
+    const int li = level_of_tile(t, w0);
+    const int level = 1 << li;
+    const float bias = level_log_bias(level);
+    const T* tk = sK + stage * KT * D;
+    const T* tv = sV + stage * KT * D;
+    const int32_t* tok = sTok + stage * KT;
+
+    float s[KT / 8][4];
+#pragma unroll
+    for (int n = 0; n < KT / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int np = 0; np < KT / 16; ++np) {
+        uint32_t kf[4];
+        ldmatrix_x4(kf, tk + swz<D>(np * 16 + (lane & 7) + (lane >> 4) * 8, kk * 2 + ((lane >> 3) & 1)));
+        mma_16816<T>(s[2 * np], qf[kk], kf[0], kf[1]);
+        mma_16816<T>(s[2 * np + 1], qf[kk], kf[2], kf[3]);
+      }
+    }
+
+    // Logits z = scale * q.k + ln p, -inf where the token is not visible to the row.
+    float mx[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+    for (int n = 0; n < KT / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n * 8 + tq * 2 + (e & 1);
+        const int64_t x = x0 + wrow + g + (e >> 1) * 8;
+        const int32_t tk_idx = tok[col];
+        const bool vis = tk_idx >= 0 && token_visible(x, tk_idx, level, p.len_k, p.causal != 0, offset);
+        s[n][e] = vis ? s[n][e] * p.scale + bias : neg_inf();
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+      }
+    }
+    float alpha[2], m_use[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m_run[r], mx[r]);
+      alpha[r] = rescale_factor(m_run[r], m_new);
+      m_run[r] = m_new;
+      m_use[r] = m_new == neg_inf() ? 0.0f : m_new;  // fully masked so far: every p is 0
+      l_run[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int n = 0; n < KT / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = fast_exp2((s[n][e] - m_use[e >> 1]) * kLog2e);
+        l_run[e >> 1] += s[n][e];
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      acc[n][0] *= alpha[0];
+      acc[n][1] *= alpha[0];
+      acc[n][2] *= alpha[1];
+      acc[n][3] *= alpha[1];
+    }
+    // O += P V with P rounded to the input type (as the reference casts before P.V).
+#pragma unroll
+    for (int kk = 0; kk < KT / 16; ++kk) {
+      uint32_t pa[4];
+      pa[0] = Elem<T>::pack(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = Elem<T>::pack(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = Elem<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = Elem<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t vf[4];
+        ldmatrix_x4_trans(vf, tv + swz<D>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, dp * 2 + (lane >> 4)));
+        mma_16816<T>(acc[2 * dp], pa, vf[0], vf[1]);
+        mma_16816<T>(acc[2 * dp + 1], pa, vf[2], vf[3]);
+      }
+    }
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: out = acc / l (0 for an empty row), lse = m + ln l (-inf for an empty row);
+  // rows go back to the caller's order through out_rows.
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+    inv[r] = l_run[r] > 0.0f ? 1.0f / l_run[r] : 0.0f;
+  }
+  if (p.lse != nullptr && tq == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t x = x0 + wrow + g + r * 8;
+      if (x < p.len_q) {
+        const int64_t orow = p.out_rows ? p.out_rows[x] : x;
+        p.lse[(b * p.heads_q + h) * p.len_q + orow] = l_run[r] > 0.0f ? m_run[r] + logf(l_run[r]) : neg_inf();
+      }
+    }
+  }
+  __syncthreads();  // sQ is reused for staging the output tile
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    const int r0 = wrow + g;
+    *reinterpret_cast<uint32_t*>(sQ + swz<D>(r0, n) + tq * 2) = Elem<T>::pack(acc[n][0] * inv[0], acc[n][1] * inv[0]);
+    *reinterpret_cast<uint32_t*>(sQ + swz<D>(r0 + 8, n) + tq * 2) = Elem<T>::pack(acc[n][2] * inv[1], acc[n][3] * inv[1]);
+  }
+  __syncthreads();
+  T* ob = static_cast<T*>(p.out) + b * p.o_sb + h * p.o_sh;
+  for (int c = tid; c < BM * NC; c += Tr::kThreads) {
+    const int r = c / NC, cc = c % NC;
+    const int64_t x = x0 + r;
+    if (x >= p.len_q) continue;
+    const int64_t orow = p.out_rows ? p.out_rows[x] : x;
+    const uint4 val = *reinterpret_cast<const uint4*>(sQ + swz<D>(r, cc));
+    T* dst = ob + orow * p.o_sl + cc * 8;
+    if (p.out_vec) {
+      *reinterpret_cast<uint4*>(dst) = val;
+    } else {
+      const T* e = reinterpret_cast<const T*>(&val);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) dst[u] = e[u];
+    }
+  }
+}
+
+// Launcher: grid (Mq, Hq, B), dynamic shared memory raised past 48 KB when needed.
+template <typename T, int D, int BM>
+cudaError_t launch_sparse_attention(const AttnKernelParams& p, int64_t batch, cudaStream_t stream) {
+  using Tr = AttnTraits<D, BM>;
+  cudaError_t e = cudaFuncSetAttribute(sparse_attention_kernel<T, D, BM>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(Tr::kSmemBytes));
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(p.mq), static_cast<unsigned>(p.heads_q),
+                  static_cast<unsigned>(batch));
+  sparse_attention_kernel<T, D, BM><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace gpu
+}  // namespace psa

@@ -1,0 +1,74 @@
+// cuda/mask/sim_cap.cu -- mask stage (similarity cap, spec 5): kernel, launcher, entry.
+// One CTA stages a key block in fp32 and three threads run mask_spec.h's sequential
+// block_similarity (no FMA), so the cap equals sim_cap_row's bit for bit. No rule of its own.
+#include <cstdint>
+
+#include "cuda/core/cuda_status.h"
+#include "cuda/core/device.cuh"
+#include "cuda/mask/mask_cuda.h"
+#include "mask/mask_spec.h"
+
+namespace psa {
+namespace gpu {
+namespace {
+
+struct SimCapKernelParams {
+  const void* k;
+  int64_t len_k, d, nk, block_n;
+  double threshold[3];
+  int8_t* cap;
+};
+
+template <typename T>
+__global__ void sim_cap_kernel(SimCapKernelParams p) {
+  extern __shared__ float block[];  // [block_n][d], replicate-padded
+  __shared__ float sim[3];
+  const int64_t j = blockIdx.x, head = blockIdx.y;
+  const T* k = static_cast<const T*>(p.k) + head * p.len_k * p.d;
+  for (int64_t e = threadIdx.x; e < p.block_n * p.d; e += blockDim.x) {
+    const int64_t u = e / p.d, c = e % p.d;
+    int64_t tok = j * p.block_n + u;
+    if (tok > p.len_k - 1) tok = p.len_k - 1;
+    block[e] = Elem<T>::to_float(k[tok * p.d + c]);
+  }
+  __syncthreads();
+  if (threadIdx.x < 3)
+    sim[threadIdx.x] = block_similarity(block, p.block_n, p.d, 2 << threadIdx.x);
+  __syncthreads();
+  if (threadIdx.x == 0)
+    p.cap[head * p.nk + j] = static_cast<int8_t>(sim_cap_from_means(sim[0], sim[1], sim[2], p.threshold));
+}
+
+template <typename T>
+psa_status launch_sim_cap(const SimCapKernelParams& p, int64_t heads, cudaStream_t stream) {
+  const size_t smem = sizeof(float) * static_cast<size_t>(p.block_n * p.d);
+  PSA_CUDA_TRY(cudaFuncSetAttribute(sim_cap_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)),
+               "sim_cap_kernel: cudaFuncSetAttribute");
+  sim_cap_kernel<T><<<dim3(static_cast<unsigned>(p.nk), static_cast<unsigned>(heads)), 128, smem, stream>>>(p);
+  return launch_status("sim_cap_kernel");
+}
+
+}  // namespace
+
+psa_status sim_cap_cuda(const SimCapArgs& a, cudaStream_t stream) {
+  if (a.heads == 0 || a.n_blocks == 0) return PSA_OK;
+  SimCapKernelParams p{};
+  p.k = a.k;
+  p.len_k = a.len_k;
+  p.d = a.head_dim;
+  p.nk = a.n_blocks;
+  p.block_n = a.block_n;
+  for (int i = 0; i < 3; ++i) p.threshold[i] = a.threshold[i];
+  p.cap = a.cap;
+  switch (a.dtype) {
+    case PSA_DTYPE_F16: return launch_sim_cap<__half>(p, a.heads, stream);
+    case PSA_DTYPE_BF16: return launch_sim_cap<__nv_bfloat16>(p, a.heads, stream);
+    default:
+      return set_error(PSA_ERR_UNSUPPORTED, "sim cap: dtype = %d; supported: f16, bf16",
+                       static_cast<int>(a.dtype));
+  }
+}
+
+}  // namespace gpu
+}  // namespace psa

@@ -1,0 +1,65 @@
+// cuda/mask/worklist.cu -- mask stage (work list): kernel, launcher, entry. Compacts each
+// row of the level map into key-block lists per level (1, 2, 4, 8, ascending) and counts
+// the pairs per slot for psa_context_get_stats. Must not change any level.
+#include <cstdint>
+
+#include "cuda/core/cuda_status.h"
+#include "cuda/mask/mask_cuda.h"
+
+namespace psa {
+namespace gpu {
+namespace {
+
+constexpr int kWarps = 8;
+
+// One warp per row; ballots keep ascending key order inside each level.
+__global__ void __launch_bounds__(kWarps * 32)
+    worklist_kernel(const int8_t* __restrict__ levels, int64_t rows, int64_t nk,
+                    int32_t* __restrict__ blocks, int32_t* __restrict__ count,
+                    unsigned long long* __restrict__ stats) {
+  __shared__ unsigned long long block_stats[5];
+  if (threadIdx.x < 5) block_stats[threadIdx.x] = 0;
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  const int64_t row = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
+  if (row < rows) {
+    const int8_t* lv = levels + row * nk;
+    int32_t* out = blocks + row * nk;
+    const unsigned below = (1u << lane) - 1u;
+    int64_t base = 0;
+    for (int li = 0; li < 4; ++li) {
+      const int level = 1 << li;
+      int64_t cnt = 0;
+      for (int64_t j0 = 0; j0 < nk; j0 += 32) {
+        const int64_t j = j0 + lane;
+        const bool hit = j < nk && lv[j] == level;
+        const unsigned mask = __ballot_sync(0xffffffffu, hit);
+        if (hit) out[base + cnt + __popc(mask & below)] = static_cast<int32_t>(j);
+        cnt += __popc(mask);
+      }
+      if (lane == 0) {
+        count[row * 4 + li] = static_cast<int32_t>(cnt);
+        if (stats) atomicAdd(&block_stats[li], static_cast<unsigned long long>(cnt));
+      }
+      base += cnt;
+    }
+    if (lane == 0 && stats) atomicAdd(&block_stats[4], static_cast<unsigned long long>(nk - base));
+  }
+  __syncthreads();
+  if (stats && threadIdx.x < 5 && block_stats[threadIdx.x] > 0)
+    atomicAdd(&stats[threadIdx.x], block_stats[threadIdx.x]);
+}
+
+}  // namespace
+
+psa_status build_worklist_cuda(const WorklistArgs& a, cudaStream_t stream) {
+  if (a.rows == 0 || a.nk == 0) return PSA_OK;
+  PSA_RETURN_IF(a.nk > INT32_MAX, PSA_ERR_UNSUPPORTED, "work list: %lld key blocks",
+                static_cast<long long>(a.nk));
+  const unsigned grid = static_cast<unsigned>(ceil_div(a.rows, kWarps));
+  worklist_kernel<<<grid, kWarps * 32, 0, stream>>>(a.levels, a.rows, a.nk, a.blocks, a.count, a.stats);
+  return launch_status("worklist_kernel");
+}
+
+}  // namespace gpu
+}  // namespace psa

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Quick start, step 2: installs the Debian 12 packages (scripts/setup.sh all; when the
+# bindings' tools cannot be installed, CMake skips the bindings), builds everything into
+# build/ (Release; CUDA backend when nvcc is found) and runs the whole test suite: the CPU
+# tests always, the GPU tests (label gpu) when nvidia-smi sees a GPU. Exits non-zero on any
+# failure; the last line printed is ctest's summary line. Works from any directory.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+if ! bash scripts/setup.sh all; then
+  echo "test.sh: warning: the bindings' tools could not be installed; CMake skips the bindings" >&2
+  bash scripts/setup.sh core
+fi
+if [ -f build/CMakeCache.txt ]; then
+  cmake -S . -B build
+else
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPSA_WITH_CUDA=AUTO
+fi
+jobs=$(nproc)
+cmake --build build -j"$jobs"
+
+status=0
+summaries=()
+# run_ctest <log name> <ctest args...>: runs ctest, keeps its summary line, records failure.
+run_ctest() {
+  local log="build/$1.log"
+  shift
+  local rc=0
+  ctest --test-dir build --output-on-failure "$@" 2>&1 | tee "$log" || rc=$?
+  [ "$rc" -eq 0 ] || status=1
+  local line
+  line=$(grep -E '^[0-9]+% tests passed' "$log" | tail -n 1 || true)
+  [ -n "$line" ] && summaries+=("$line")
+  return 0
+}
+
+run_ctest ctest-cpu -j"$jobs" -LE gpu --no-tests=error
+if nvidia-smi -L >/dev/null 2>&1; then
+  run_ctest ctest-gpu -L gpu --no-tests=ignore
+else
+  echo "test.sh: no GPU (nvidia-smi -L failed): skipping the tests labelled gpu"
+fi
+
+echo
+for line in "${summaries[@]}"; do echo "$line"; done
+exit "$status"

@@ -1,0 +1,180 @@
+# tests/cli/cli_test.cmake -- the psa command as a user runs it: exit codes, messages and
+# files. Run by ctest (cli/CMakeLists.txt) as
+#   cmake -DPSA=<psa> -DSOURCE_DIR=<repo> -DWORK_DIR=<scratch> -DCASE=<name> -P cli_test.cmake
+cmake_minimum_required(VERSION 3.22)
+foreach(_v PSA SOURCE_DIR WORK_DIR CASE)
+  if(NOT DEFINED ${_v})
+    message(FATAL_ERROR "cli_test.cmake: -D${_v}=... is required")
+  endif()
+endforeach()
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+
+# psa_expect(<exit code> <args>...): runs psa; sets OUT and ERR in the caller.
+function(psa_expect expected)
+  execute_process(COMMAND "${PSA}" ${ARGN}
+    WORKING_DIRECTORY "${WORK_DIR}"
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc STREQUAL "${expected}")
+    message(FATAL_ERROR "psa ${ARGN}\n  exit code ${rc}, expected ${expected}\n"
+                        "--- stdout ---\n${out}\n--- stderr ---\n${err}")
+  endif()
+  set(OUT "${out}" PARENT_SCOPE)
+  set(ERR "${err}" PARENT_SCOPE)
+endfunction()
+
+# expect_match(<text> <regex> <what>)
+function(expect_match text regex what)
+  if(NOT text MATCHES "${regex}")
+    message(FATAL_ERROR "${what}: expected to match '${regex}', got:\n${text}")
+  endif()
+endfunction()
+
+# expect_npy(<file> <descr> <shape literal> <data bytes>): header fields and file size.
+function(expect_npy file descr shape data_bytes)
+  if(NOT EXISTS "${file}")
+    message(FATAL_ERROR "${file} was not written")
+  endif()
+  file(READ "${file}" magic LIMIT 6 HEX)
+  if(NOT magic STREQUAL "934e554d5059")
+    message(FATAL_ERROR "${file}: bad .npy magic ${magic}")
+  endif()
+  file(READ "${file}" header OFFSET 10 LIMIT 118)
+  expect_match("${header}" "'descr': '${descr}'" "${file} descr")
+  expect_match("${header}" "'fortran_order': False" "${file} fortran_order")
+  string(REPLACE "(" "\\(" shape_re "${shape}")
+  string(REPLACE ")" "\\)" shape_re "${shape_re}")
+  expect_match("${header}" "'shape': ${shape_re}" "${file} shape")
+  file(SIZE "${file}" size)
+  math(EXPR header_bytes "${size} - ${data_bytes}")
+  math(EXPR header_rem "${header_bytes} % 64")
+  if(header_bytes LESS 64 OR NOT header_rem EQUAL 0)
+    message(FATAL_ERROR "${file}: ${size} bytes; expected a 64-byte aligned header + ${data_bytes}")
+  endif()
+endfunction()
+
+set(small_run --model Wan2.1_1.3b --preset psa_topk --grid 2,8,16 --heads 2 --head-dim 64)
+
+if(CASE STREQUAL "usage")
+  psa_expect(2)
+  expect_match("${ERR}" "usage: psa <command>" "no command")
+  psa_expect(2 frobnicate)
+  expect_match("${ERR}" "unknown command 'frobnicate'" "unknown command")
+  psa_expect(2 run --grid 2,8,16)
+  expect_match("${ERR}" "--model is required" "run without --model")
+  psa_expect(2 run --model Wan2.1_1.3b --grid 2,8)
+  expect_match("${ERR}" "--grid '2,8'" "bad --grid")
+  psa_expect(2 run ${small_run} --dtype f64)
+  expect_match("${ERR}" "--dtype 'f64': expected one of f32, f16, bf16" "bad --dtype")
+  psa_expect(2 run ${small_run} --no-such-flag)
+  psa_expect(2 check-config)
+  psa_expect(0 run --help)
+  expect_match("${OUT}" "--save-inputs" "run --help")
+  psa_expect(0 version)
+  expect_match("${OUT}" "^psa [0-9]+\\.[0-9]+\\.[0-9]+" "version")
+
+elseif(CASE STREQUAL "presets")
+  psa_expect(0 presets)
+  expect_match("${OUT}" "^6 models" "model count")
+  foreach(model CogVideo_5b CogVideo1.5_5b Wan2.1_1.3b Wan2.1_14b Wan2.2_5B Wan2.2_A14B)
+    string(REPLACE "." "\\." model_re "${model}")
+    expect_match("${OUT}" "\n${model_re}  \\(default " "model ${model}")
+  endforeach()
+  expect_match("${OUT}" "\\* psa_balanced +psa +thresholdbound +levels\\+sim +block 128x128"
+               "Wan2.1_1.3b psa_balanced line")
+  psa_expect(0 presets --config "${SOURCE_DIR}/configs/attention_config.yaml")
+  expect_match("${OUT}" "^6 models" "model count from the file")
+
+elseif(CASE STREQUAL "check_config_ok")
+  psa_expect(0 check-config "${SOURCE_DIR}/configs/attention_config.yaml")
+  expect_match("${OUT}" "^OK: .*attention_config.yaml: 6 models, [0-9]+ presets" "check-config")
+
+elseif(CASE STREQUAL "check_config_broken")
+  # A valid model whose only preset has a bad mask_mode: the message must name the key.
+  file(WRITE "${WORK_DIR}/bad_value.yaml" [=[
+Tiny:
+  default_attention: broken
+  video_scale: {width_divisor: 16, height_divisor: 16, depth_divisor: 4}
+  text_length: 0
+  attention_configs:
+    broken:
+      type: psa
+      attn_impl: new_mask_type
+      use_sim_mask: false
+      mask_mode: sideways
+      block_size: {m: 128, n: 64, tile_n: 32}
+      mask_ratios: {1: [0.0, 0.1], 2: [0.1, 0.2], 4: [0.2, 0.3], 8: [0.3, 0.5], 0: [0.5, 1.0]}
+]=])
+  psa_expect(1 check-config bad_value.yaml)
+  expect_match("${ERR}" "^psa: error: .*mask_mode.*\\(PSA_ERR_INVALID_CONFIG\\)" "bad value")
+  file(WRITE "${WORK_DIR}/bad_syntax.yaml" "Tiny:\n  attention_configs: [unclosed\n")
+  psa_expect(1 check-config bad_syntax.yaml)
+  expect_match("${ERR}" "^psa: error: .*\\(PSA_ERR_YAML_PARSE\\)" "bad syntax")
+  psa_expect(1 check-config missing.yaml)
+  expect_match("${ERR}" "^psa: error: .*missing\\.yaml.*\\(PSA_ERR_IO\\)" "missing file")
+  psa_expect(1 presets --config bad_value.yaml)
+
+elseif(CASE STREQUAL "demo")
+  psa_expect(0 demo)
+  expect_match("${OUT}" "levels +1: [0-9.]+%" "level fractions")
+  expect_match("${OUT}" "\npsa demo: OK: " "verdict")
+  psa_expect(0 demo --json)
+  expect_match("${OUT}" "^{\"model\": \"Wan2.1_1.3b\".*\"ran_dense\": false.*\"verdict\": \"OK: "
+               "demo --json")
+
+elseif(CASE STREQUAL "run_out")
+  psa_expect(0 run ${small_run} --layout bsnd --out o.npy)
+  expect_match("${OUT}" "density +0\\.[0-9]+ of the dense work" "density line")
+  expect_match("${OUT}" "step +15 \\(default: pinned to warmup_steps = 15" "default step")
+  expect_npy("${WORK_DIR}/o.npy" "<f4" "(1, 256, 2, 64)" 131072)
+  psa_expect(0 run ${small_run} --batch 2 --out o2.npy --json --step 0)
+  expect_match("${OUT}" "\"step\": 0, \"step_pinned\": true.*\"ran_dense\": true" "--step 0")
+  expect_npy("${WORK_DIR}/o2.npy" "<f4" "(2, 2, 256, 64)" 262144)
+
+elseif(CASE STREQUAL "run_bad_preset")
+  psa_expect(1 run --model Wan2.1_1.3b --preset no_such_preset --grid 2,8,16)
+  expect_match("${ERR}" "^psa: error: .*no_such_preset.*\\(PSA_ERR_NOT_FOUND\\)\n$" "bad preset")
+  psa_expect(1 run --model NoSuchModel --grid 2,8,16)
+  expect_match("${ERR}" "^psa: error: .*NoSuchModel.*\\(PSA_ERR_NOT_FOUND\\)" "bad model")
+  psa_expect(1 run ${small_run} --head-dim 0)
+  expect_match("${ERR}" "^psa: error: .*\\(PSA_ERR_[A-Z_]+\\)" "bad head dim")
+
+elseif(CASE STREQUAL "npy_roundtrip")
+  # Inputs written by --save-inputs and read back through --q/--k/--v must give the same
+  # output bit for bit, in each dtype and layout.
+  foreach(variant "bf16;bnsd" "f16;bsnd" "f32;bnsd")
+    list(GET variant 0 dtype)
+    list(GET variant 1 layout)
+    set(common ${small_run} --dtype ${dtype} --layout ${layout})
+    psa_expect(0 run ${common} --seed 7 --save-inputs in_${dtype}_ --out a_${dtype}.npy)
+    psa_expect(0 run --model Wan2.1_1.3b --preset psa_topk --grid 2,8,16 --dtype ${dtype}
+               --layout ${layout} --q in_${dtype}_q.npy --k in_${dtype}_k.npy
+               --v in_${dtype}_v.npy --out b_${dtype}.npy)
+    expect_match("${OUT}" "inputs +in_${dtype}_q.npy, in_${dtype}_k.npy" "file inputs")
+    execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files a_${dtype}.npy b_${dtype}.npy
+                    WORKING_DIRECTORY "${WORK_DIR}" RESULT_VARIABLE same)
+    if(NOT same EQUAL 0)
+      message(FATAL_ERROR "${dtype}/${layout}: output from the saved inputs differs")
+    endif()
+  endforeach()
+  expect_npy("${WORK_DIR}/in_bf16_q.npy" "<u2" "(1, 2, 256, 64)" 65536)
+  expect_npy("${WORK_DIR}/in_f16_k.npy" "<f2" "(1, 256, 2, 64)" 65536)
+  expect_npy("${WORK_DIR}/in_f32_v.npy" "<f4" "(1, 2, 256, 64)" 131072)
+  # f16 files run as f32 when --dtype f32 is asked for (exact widening).
+  psa_expect(0 run --model Wan2.1_1.3b --preset psa_topk --grid 2,8,16 --dtype f32
+             --layout bsnd --q in_f16_q.npy --k in_f16_k.npy --v in_f16_v.npy)
+
+elseif(CASE STREQUAL "npy_bad_file")
+  file(WRITE "${WORK_DIR}/not.npy" "hello\n")
+  set(args --model Wan2.1_1.3b --preset psa_topk --grid 2,8,16)
+  psa_expect(1 run ${args} --q not.npy --k not.npy --v not.npy)
+  expect_match("${ERR}" "^psa: error: not\\.npy: not a \\.npy file" "bad magic")
+  psa_expect(0 run ${small_run} --dtype bf16 --save-inputs raw_)
+  psa_expect(1 run ${args} --q raw_q.npy --k raw_k.npy --v raw_v.npy)
+  expect_match("${ERR}" "raw_q\\.npy: dtype '<u2' is raw 16-bit data; pass --dtype bf16" "<u2")
+  psa_expect(2 run ${args} --q raw_q.npy)
+  expect_match("${ERR}" "--q, --k and --v go together" "--q alone")
+
+else()
+  message(FATAL_ERROR "cli_test.cmake: unknown CASE '${CASE}'")
+endif()
