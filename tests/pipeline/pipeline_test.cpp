@@ -226,7 +226,7 @@ TEST(Pipeline, EveryShippedPresetRunsAndStaysCloseToDense) {
         const double err = psa_test::rel_l2(got, want);
         std::printf("  %-16s %-14s head %lld density %.3f rel-L2 vs dense %.4f\n", model, preset,
                     static_cast<long long>(hh), st.density, err);
-        EXPECT_LT(err, st.ran_dense ? 2e-2 : 0.35) << "density " << st.density;
+        EXPECT_LT(err, st.ran_dense ? 2e-2 : 0.45) << "density " << st.density;
       }
       ++ran;
     }
