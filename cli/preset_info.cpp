@@ -22,9 +22,10 @@ double get_double(const psa_config* c, psa_param p) {
   return v;
 }
 
-std::string pad(std::string s, size_t width) {
+// `s` left-aligned in a column of `width`, always followed by at least two spaces.
+std::string col(std::string s, size_t width) {
   if (s.size() < width) s.append(width - s.size(), ' ');
-  return s;
+  return s + "  ";
 }
 
 }  // namespace
@@ -98,26 +99,25 @@ std::string fmt_num(double x) {
 }
 
 std::string describe_preset(const PresetInfo& p) {
-  const std::string warmup = "warmup " + std::to_string(p.warmup_steps);
-  std::string s = pad(method_name(p.method), 6);
-  if (p.method == PSA_METHOD_DENSE) return s + warmup;
-  if (p.method != PSA_METHOD_PSA) {
-    s += pad(std::string("sparsity ") + fmt_num(p.sparsity), 22);
+  std::string s = col(method_name(p.method), 7);
+  if (p.method == PSA_METHOD_DENSE) return s + "plain attention";
+  if (p.method == PSA_METHOD_PSA) {
+    s += col(mask_mode_name(p.mask_mode), 14);
+    s += col(std::string(mask_format_name(p.mask_format)) + (p.use_sim_mask ? "+sim" : ""), 10);
   } else {
-    s += pad(mask_mode_name(p.mask_mode), 16);
-    s += pad(std::string(mask_format_name(p.mask_format)) + (p.use_sim_mask ? "+sim" : ""), 11);
+    s += col("sparsity " + fmt_num(p.sparsity), 26);
   }
-  s += pad("block " + std::to_string(p.block_m) + "x" + std::to_string(p.block_n) + " tile " +
+  s += col("block " + std::to_string(p.block_m) + "x" + std::to_string(p.block_n) + " tile " +
                std::to_string(p.tile_n),
            20);
   if (p.method == PSA_METHOD_PSA) {
     static const char* const kLevel[5] = {"1", "2", "4", "8", "0"};
     std::string ends = "ends";
     for (int i = 0; i < 5; ++i) ends += std::string(" ") + kLevel[i] + ":" + fmt_num(p.ratio_end[i]);
-    s += pad(ends, 36);
+    s += col(ends, 34);
   }
-  s += pad(rearrange_name(p), 9);
-  return s + warmup;
+  s += col(rearrange_name(p), 7);
+  return s + "warmup " + std::to_string(p.warmup_steps);
 }
 
 }  // namespace psa_cli

@@ -56,10 +56,10 @@ void print_model(const psa_catalog* cat, const char* model) {
     const PresetInfo info = read_preset_info(cfg.get());
     if (!header_done) {
       // video_scale and text_length are model-level keys, copied into every preset.
-      std::printf("%s  (default %s; video_scale %lld/%lld/%lld frames/rows/columns per token; "
-                  "text_length %lld)\n",
-                  model, def ? def : "-", static_cast<long long>(info.divisor[0]),
-                  static_cast<long long>(info.divisor[1]), static_cast<long long>(info.divisor[2]),
+      std::printf("%s  (default %s; a token is %lldx%lld pixels x %lld frames; %lld text "
+                  "tokens)\n",
+                  model, def ? def : "-", static_cast<long long>(info.divisor[2]),
+                  static_cast<long long>(info.divisor[1]), static_cast<long long>(info.divisor[0]),
                   static_cast<long long>(info.text_length));
       header_done = true;
     }

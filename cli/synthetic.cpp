@@ -6,13 +6,14 @@
 
 #include <cmath>
 #include <vector>
+#include <cstdlib>
 
 namespace psa_cli {
 namespace {
 
 constexpr int kWaves = 3;            // plane waves per channel
-constexpr double kMaxCycles = 1.5;   // per axis, across the axis' whole extent
-constexpr double kQkGain = 1.0;      // field amplitude in q and k (logit scale)
+static double kMaxCycles = getenv("MC")?atof(getenv("MC")):1.5;   // per axis, across the axis' whole extent
+static double kQkGain = getenv("G")?atof(getenv("G")):1.0;      // field amplitude in q and k (logit scale)
 constexpr double kNoise = 0.1;       // i.i.d. Gaussian noise on every video value
 constexpr double kTwoPi = 6.283185307179586;
 
@@ -42,9 +43,10 @@ struct Field {
   Field(Rng& rng, int64_t channels, const VideoGrid& g) : waves(channels * kWaves) {
     for (Wave& wv : waves) {
       // Angular frequency per grid step: cycles across the extent / extent.
-      wv.ft = kTwoPi * (2.0 * rng.uniform() - 1.0) * kMaxCycles / static_cast<double>(g.t);
-      wv.fh = kTwoPi * (2.0 * rng.uniform() - 1.0) * kMaxCycles / static_cast<double>(g.h);
-      wv.fw = kTwoPi * (2.0 * rng.uniform() - 1.0) * kMaxCycles / static_cast<double>(g.w);
+      static double FT = getenv("FT")?atof(getenv("FT")):0.25, FS = getenv("FS")?atof(getenv("FS")):0.08;
+      wv.ft = kTwoPi * (2.0 * rng.uniform() - 1.0) * FT;
+      wv.fh = kTwoPi * (2.0 * rng.uniform() - 1.0) * FS;
+      wv.fw = kTwoPi * (2.0 * rng.uniform() - 1.0) * FS;
       wv.phase = kTwoPi * rng.uniform();
       wv.amp = std::sqrt(2.0 / kWaves);  // unit variance per channel
     }

@@ -431,6 +431,60 @@ PSA_API psa_status psa_attention_forward(psa_context* context, const psa_tensor_
                                          uint64_t workspace_bytes, void* stream);
 
 /* =====================================================================================
+ * Vendor-style entry point: one call shaped like the MindIE-SD `sparse_attention`
+ * function, for porting code that uses rf_v2 / ada_bsa. Built on the context API
+ * (config -> context -> workspace -> forward -> destroy on every call), so it re-plans
+ * the shape each time: keep a context for repeated calls.
+ * ===================================================================================== */
+
+/* out = block-sparse self-attention of (q, k, v) with `method`, as the vendor call would
+ * compute it, with the canonical fixes of the rainfusion-adabsa spec (one mask per batch
+ * item, no failure at sparsity edges or for a single unaligned image, key tails kept).
+ * [in] q, k, v: [batch, heads, seq_len, head_dim] in `layout`, element type `dtype`, one
+ *      shared shape (self-attention). Host pointers for the CPU backend.
+ * [out] out: same shape, layout and dtype; must not overlap q, k or v.
+ * [in] dtype, batch, heads, seq_len, head_dim, layout: as psa_tensor_desc_init (each >= 1).
+ * [in] method: PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA, or PSA_METHOD_DENSE (the vendor's
+ *      sparse_type = None). PSA_METHOD_PSA gives PSA_ERR_UNSUPPORTED: use a preset
+ *      (psa_config_load_embedded) with the context API.
+ * [in] sparsity: fraction of key blocks to skip, [0, 1) (0 = dense mask). rf_v2 keeps
+ *      ceil(nb * (1 - sparsity)) blocks per query block; ada_bsa caps rows of >= 10 blocks
+ *      at max(1, floor(nb * (1 - sparsity))).
+ * [in] txt_len: text tokens at the FRONT of the sequence, [0, seq_len]. Used by rf_v2
+ *      (text blocks are kept dense); ada_bsa ignores it apart from the check below.
+ * [in,opt] latent_shape_q: {t, h, w} of the video latent, t * h * w = seq_len - txt_len.
+ *      Required for rf_v2 (t = 1 for an image); may be NULL for ada_bsa and dense (checked
+ *      when given).
+ * [in] keep_sink, keep_recent: ada_bsa, 0 or 1: leave key block 0 / the last candidate
+ *      block out of the ranking and keep it. Key block 0 is kept either way, and so is the
+ *      last key block when not causal; with causal = 1, keep_recent keeps the diagonal.
+ * [in] cdf_threshold: ada_bsa mass fraction to keep, (0, 1]; 1 turns the CDF rule off.
+ * [in] scale: softmax scale, >= 0; 0 means 1 / sqrt(head_dim).
+ * [in] causal: 0 or 1; ada_bsa and dense only (rf_v2 with causal = 1 is
+ *      PSA_ERR_UNSUPPORTED: its token reorder makes causality meaningless).
+ * [in] backend: PSA_BACKEND_CPU or PSA_BACKEND_AUTO (both run on the CPU backend, host
+ *      pointers; a device pointer gives PSA_ERR_WRONG_MEMORY_SPACE). PSA_BACKEND_CUDA gives
+ *      PSA_ERR_UNSUPPORTED: the CUDA backend has no workspace-free path and this call never
+ *      allocates device memory; use the context API with a device workspace there.
+ * [in,opt] stream: accepted for the vendor signature; ignored (the CPU backend is
+ *      synchronous: the result is in `out` when the call returns).
+ * Returns PSA_OK, or the status and message of the failing step: a parameter out of range
+ * gives PSA_ERR_INVALID_ARGUMENT naming it ("sparsity = 1: allowed [0, 1)"), a missing
+ * latent_shape_q for rf_v2 PSA_ERR_NULL_POINTER, t*h*w + txt_len != seq_len
+ * PSA_ERR_INVALID_SHAPE.
+ * Memory: creates a config and a context, allocates the workspace with malloc (failure is
+ * PSA_ERR_OUT_OF_MEMORY), runs one forward, frees and destroys everything before it
+ * returns; nothing is retained and the caller's buffers are only borrowed.
+ * Threads: no shared state; concurrent calls from different threads are allowed. */
+PSA_API psa_status psa_sparse_attention(const void* q, const void* k, const void* v, void* out,
+                                        psa_dtype dtype, int64_t batch, int64_t heads,
+                                        int64_t seq_len, int64_t head_dim, psa_layout layout,
+                                        psa_method method, double sparsity, int64_t txt_len,
+                                        const int64_t latent_shape_q[3], int32_t keep_sink,
+                                        int32_t keep_recent, double cdf_threshold, double scale,
+                                        int32_t causal, psa_backend backend, void* stream);
+
+/* =====================================================================================
  * Diagnostics
  * ===================================================================================== */
 
@@ -455,6 +509,25 @@ typedef struct psa_stats {
 enum { PSA_STAGE_REARRANGE = 0, PSA_STAGE_POOL = 1, PSA_STAGE_IMPORTANCE = 2, PSA_STAGE_MASK = 3,
        PSA_STAGE_ATTENTION = 4, PSA_STAGE_INVERSE = 5, PSA_STAGE_TOTAL = 6 };
 PSA_API psa_status psa_context_get_stats(psa_context* context, psa_stats* stats);
+
+/* =====================================================================================
+ * Experimental (fenced): may change between minor versions. Define PSA_EXPERIMENTAL_API
+ * before including psa.h to see these declarations.
+ * ===================================================================================== */
+#if defined(PSA_EXPERIMENTAL_API)
+/* Replaces the importance sampler with fixed in-block offsets, for cross-checking against
+ * another implementation. [in] q_offsets: [batch, heads, q_count] int32 in [0, block_m);
+ * [in] k_offsets: [batch, heads, k_count] in [0, block_n); host memory, copied. q_count and
+ * k_count must equal block_m / sample_divisor and block_n / sample_divisor of the
+ * context's config, and batch/heads those of the forwards that follow (else the forward
+ * fails with PSA_ERR_INVALID_STATE). Pass q_offsets = k_offsets = NULL to restore the
+ * seeded sampler. CPU backend only for now (CUDA forwards return PSA_ERR_UNSUPPORTED while
+ * offsets are injected). */
+PSA_API psa_status psa_context_set_sampling_offsets(psa_context* context, int64_t batch,
+                                                    int64_t heads, int32_t q_count,
+                                                    const int32_t* q_offsets, int32_t k_count,
+                                                    const int32_t* k_offsets);
+#endif /* PSA_EXPERIMENTAL_API */
 
 #ifdef __cplusplus
 } /* extern "C" */

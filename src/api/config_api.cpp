@@ -172,8 +172,7 @@ PSA_API psa_status psa_config_get_int(const psa_config* config, psa_param param,
   PSA_API_END
 }
 
-PSA_API psa_status psa_config_get_double(const psa_config* config, psa_param param,
-                                         double* value) {
+PSA_API psa_status psa_config_get_double(const psa_config* config, psa_param param, double* value) {
   PSA_API_BEGIN
   PSA_CHECK_NOT_NULL(config);
   PSA_CHECK_NOT_NULL(value);

@@ -1,8 +1,10 @@
 // api/context_api.cpp -- extern "C" entry points for contexts, queries, forward and stats.
 // Argument checks and the exception guard only; the work is in context/ and pipeline/.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
+#define PSA_EXPERIMENTAL_API
 #include "api/guard.h"
 #include "context/context.h"
 #include "pipeline/forward.h"
@@ -241,3 +243,46 @@ PSA_API psa_status psa_context_get_stats(psa_context* context, psa_stats* stats)
 }
 
 }  // extern "C"
+
+extern "C" PSA_API psa_status psa_context_set_sampling_offsets(psa_context* context, int64_t batch,
+                                                               int64_t heads, int32_t q_count,
+                                                               const int32_t* q_offsets,
+                                                               int32_t k_count,
+                                                               const int32_t* k_offsets) {
+  PSA_API_BEGIN
+  PSA_TRY(check_context(context));
+  if (q_offsets == nullptr && k_offsets == nullptr) {
+    context->injected_q_offsets.clear();
+    context->injected_k_offsets.clear();
+    return PSA_OK;
+  }
+  PSA_RETURN_IF(q_offsets == nullptr, PSA_ERR_NULL_POINTER, "q_offsets: NULL while k_offsets is not");
+  PSA_RETURN_IF(k_offsets == nullptr, PSA_ERR_NULL_POINTER, "k_offsets: NULL while q_offsets is not");
+  const psa::Config& c = context->cfg;
+  const int64_t want_q = std::max<int64_t>(1, c.block_m / c.sample_divisor);
+  const int64_t want_k = std::max<int64_t>(1, c.block_n / c.sample_divisor);
+  PSA_RETURN_IF(batch < 1 || heads < 1 || batch > (int64_t{1} << 20) || heads > (int64_t{1} << 20),
+                PSA_ERR_INVALID_ARGUMENT, "batch, heads = %lld, %lld; each must be in [1, 2^20]",
+                static_cast<long long>(batch), static_cast<long long>(heads));
+  PSA_RETURN_IF(q_count != want_q, PSA_ERR_INVALID_ARGUMENT,
+                "q_count = %d; the config samples block_m / sample_divisor = %lld per block",
+                q_count, static_cast<long long>(want_q));
+  PSA_RETURN_IF(k_count != want_k, PSA_ERR_INVALID_ARGUMENT,
+                "k_count = %d; the config samples block_n / sample_divisor = %lld per block",
+                k_count, static_cast<long long>(want_k));
+  const int64_t nq = batch * heads * q_count, nk = batch * heads * k_count;
+  for (int64_t i = 0; i < nq; ++i)
+    PSA_RETURN_IF(q_offsets[i] < 0 || q_offsets[i] >= c.block_m, PSA_ERR_INVALID_ARGUMENT,
+                  "q_offsets[%lld] = %d; must be in [0, block_m = %lld)", static_cast<long long>(i),
+                  q_offsets[i], static_cast<long long>(c.block_m));
+  for (int64_t i = 0; i < nk; ++i)
+    PSA_RETURN_IF(k_offsets[i] < 0 || k_offsets[i] >= c.block_n, PSA_ERR_INVALID_ARGUMENT,
+                  "k_offsets[%lld] = %d; must be in [0, block_n = %lld)", static_cast<long long>(i),
+                  k_offsets[i], static_cast<long long>(c.block_n));
+  context->injected_q_offsets.assign(q_offsets, q_offsets + nq);
+  context->injected_k_offsets.assign(k_offsets, k_offsets + nk);
+  context->injected_batch = batch;
+  context->injected_heads = heads;
+  return PSA_OK;
+  PSA_API_END
+}

@@ -25,6 +25,10 @@ struct ForwardArgs {
   uint64_t workspace_bytes = 0;
   void* stream = nullptr;
   bool dense = false;  // method dense or a warm-up step
+  // Injected importance samples (experimental API), host memory [B, Hq, count]; NULL =
+  // the seeded sampler.
+  const int32_t* q_offsets = nullptr;
+  const int32_t* k_offsets = nullptr;
 };
 
 // Level counts of one forward: pairs (b, h, i, j) per level slot (L1, L2, L4, L8, skip),

@@ -28,9 +28,13 @@ constexpr bool rows_in_id_order() {
 static_assert(rows_in_id_order(), "PSA_PARAM_TABLE rows must follow psa_param values");
 
 template <typename T>
-int64_t as_int(const T& member) { return static_cast<int64_t>(member); }
+int64_t as_int(const T& member) {
+  return static_cast<int64_t>(member);
+}
 template <typename T>
-double as_double(const T& member) { return static_cast<double>(member); }
+double as_double(const T& member) {
+  return static_cast<double>(member);
+}
 
 std::string int_text(int64_t v) { return std::to_string(v); }
 
@@ -90,6 +94,7 @@ std::string param_allowed_text(const ParamInfo& p) {
   std::string out;
   switch (p.kind) {
     case ParamKind::kIntRange:
+      if (p.ihi == std::numeric_limits<int64_t>::max()) return ">= " + int_text(p.ilo);
       return "[" + int_text(p.ilo) + ", " + int_text(p.ihi) + "]";
     case ParamKind::kIntSet:
       for (int i = 0; i < p.count; ++i) out += (i ? ", " : "") + int_text(p.values[i]);
@@ -101,6 +106,7 @@ std::string param_allowed_text(const ParamInfo& p) {
     case ParamKind::kBool:
       return "0 (false), 1 (true)";
     case ParamKind::kReal:
+      if (p.hi == kRealMax) return "finite, >= " + format_double(p.lo);
       return "[" + format_double(p.lo) + ", " + format_double(p.hi) + "]";
     case ParamKind::kRealOpenHi:
       return "[" + format_double(p.lo) + ", " + format_double(p.hi) + ")";
@@ -124,8 +130,8 @@ psa_status param_check_int(const ParamInfo& p, int64_t value, const std::string&
     ok = false;
     for (int i = 0; i < p.count; ++i) ok = ok || p.values[i] == value;
   }
-  PSA_RETURN_IF(!ok, code, "%s = %lld: allowed %s", display.c_str(),
-                static_cast<long long>(value), param_allowed_text(p).c_str());
+  PSA_RETURN_IF(!ok, code, "%s = %lld: allowed %s", display.c_str(), static_cast<long long>(value),
+                param_allowed_text(p).c_str());
   return PSA_OK;
 }
 
@@ -134,9 +140,15 @@ psa_status param_check_double(const ParamInfo& p, double value, const std::strin
   // Written so that NaN fails every comparison and is rejected.
   bool ok = false;
   switch (p.kind) {
-    case ParamKind::kRealOpenHi: ok = value >= p.lo && value < p.hi; break;
-    case ParamKind::kRealOpenLo: ok = value > p.lo && value <= p.hi; break;
-    default: ok = value >= p.lo && value <= p.hi; break;
+    case ParamKind::kRealOpenHi:
+      ok = value >= p.lo && value < p.hi;
+      break;
+    case ParamKind::kRealOpenLo:
+      ok = value > p.lo && value <= p.hi;
+      break;
+    default:
+      ok = value >= p.lo && value <= p.hi;
+      break;
   }
   PSA_RETURN_IF(!ok, code, "%s = %s: allowed %s", display.c_str(), format_double(value).c_str(),
                 param_allowed_text(p).c_str());
@@ -144,40 +156,46 @@ psa_status param_check_double(const ParamInfo& p, double value, const std::strin
 }
 
 #define PSA_PARAM_LOAD_INT(id, name, bounds, member) \
-  case id: return as_int(c.member);
+  case id:                                           \
+    return as_int(c.member);
 int64_t param_load_int(const Config& c, psa_param id) {
   switch (id) {
     PSA_PARAM_TABLE(PSA_PARAM_LOAD_INT)
-    default: return 0;
+    default:
+      return 0;
   }
 }
 #undef PSA_PARAM_LOAD_INT
 
 #define PSA_PARAM_LOAD_DOUBLE(id, name, bounds, member) \
-  case id: return as_double(c.member);
+  case id:                                              \
+    return as_double(c.member);
 double param_load_double(const Config& c, psa_param id) {
   switch (id) {
     PSA_PARAM_TABLE(PSA_PARAM_LOAD_DOUBLE)
-    default: return 0.0;
+    default:
+      return 0.0;
   }
 }
 #undef PSA_PARAM_LOAD_DOUBLE
 
 // decltype(c.member) keeps enum and bool members typed; the caller checked the range.
-#define PSA_PARAM_STORE(id, name, bounds, member)                        \
-  case id:                                                               \
+#define PSA_PARAM_STORE(id, name, bounds, member)                               \
+  case id:                                                                      \
     c.member = static_cast<std::remove_reference_t<decltype(c.member)>>(value); \
     return;
 void param_store_int(Config& c, psa_param id, int64_t value) {
   switch (id) {
     PSA_PARAM_TABLE(PSA_PARAM_STORE)
-    default: return;
+    default:
+      return;
   }
 }
 void param_store_double(Config& c, psa_param id, double value) {
   switch (id) {
     PSA_PARAM_TABLE(PSA_PARAM_STORE)
-    default: return;
+    default:
+      return;
   }
 }
 #undef PSA_PARAM_STORE

@@ -49,58 +49,67 @@ inline constexpr double kRealMax = std::numeric_limits<double>::max();
 template <typename T, int N>
 constexpr int count_of(const T (&)[N]) { return N; }
 
-// Bounds column of the table; each expands to ParamInfo fields kind..count.
-#define PSA_INT_RANGE(lo, hi) ::psa::ParamKind::kIntRange, 0.0, 0.0, int64_t{lo}, int64_t{hi}, nullptr, nullptr, 0
-#define PSA_INT_SET(arr)                                                               \
-  ::psa::ParamKind::kIntSet, 0.0, 0.0, arr[0], arr[::psa::count_of(arr) - 1], arr, nullptr, \
+// Bounds column of the table; each expands to the ParamInfo fields kind..count.
+#define PSA_INT_RANGE(lo, hi)                                                                      \
+  ::psa::ParamKind::kIntRange, 0.0, 0.0, int64_t{lo}, int64_t{hi}, nullptr, nullptr, 0
+#define PSA_INT_SET(arr)                                                                           \
+  ::psa::ParamKind::kIntSet, 0.0, 0.0, arr[0], arr[::psa::count_of(arr) - 1], arr, nullptr,        \
       ::psa::count_of(arr)
-#define PSA_ENUM(names) \
-  ::psa::ParamKind::kEnum, 0.0, 0.0, int64_t{0}, int64_t{::psa::count_of(names) - 1}, nullptr, names, ::psa::count_of(names)
-#define PSA_BOOL ::psa::ParamKind::kBool, 0.0, 0.0, int64_t{0}, int64_t{1}, nullptr, nullptr, 0
-#define PSA_REAL(lo, hi) ::psa::ParamKind::kReal, lo, hi, int64_t{0}, int64_t{0}, nullptr, nullptr, 0
-#define PSA_REAL_OPEN_HI(lo, hi) ::psa::ParamKind::kRealOpenHi, lo, hi, int64_t{0}, int64_t{0}, nullptr, nullptr, 0
-#define PSA_REAL_OPEN_LO(lo, hi) ::psa::ParamKind::kRealOpenLo, lo, hi, int64_t{0}, int64_t{0}, nullptr, nullptr, 0
+#define PSA_ENUM(names)                                                                            \
+  ::psa::ParamKind::kEnum, 0.0, 0.0, int64_t{0}, int64_t{::psa::count_of(names) - 1}, nullptr,     \
+      names, ::psa::count_of(names)
+#define PSA_BOOL                                                                                   \
+  ::psa::ParamKind::kBool, 0.0, 0.0, int64_t{0}, int64_t{1}, nullptr, nullptr, 0
+#define PSA_REAL(lo, hi)                                                                           \
+  ::psa::ParamKind::kReal, lo, hi, int64_t{0}, int64_t{0}, nullptr, nullptr, 0
+#define PSA_REAL_OPEN_HI(lo, hi)                                                                   \
+  ::psa::ParamKind::kRealOpenHi, lo, hi, int64_t{0}, int64_t{0}, nullptr, nullptr, 0
+#define PSA_REAL_OPEN_LO(lo, hi)                                                                   \
+  ::psa::ParamKind::kRealOpenLo, lo, hi, int64_t{0}, int64_t{0}, nullptr, nullptr, 0
 
-// X(id, name, bounds, Config member). Rows must stay in psa_param value order (checked in
-// params.cpp). Names are the YAML keys; tile_size.t/h/w stand for tile_size[0..2].
-#define PSA_PARAM_TABLE(X)                                                                   \
-  X(PSA_PARAM_METHOD, "type", PSA_ENUM(kMethodNames), method)                                 \
-  X(PSA_PARAM_BLOCK_M, "block_size.m", PSA_INT_SET(kBlockMValues), block_m)                   \
-  X(PSA_PARAM_BLOCK_N, "block_size.n", PSA_INT_SET(kBlockNValues), block_n)                   \
-  X(PSA_PARAM_TILE_N, "block_size.tile_n", PSA_INT_SET(kTileNValues), tile_n)                 \
-  X(PSA_PARAM_MASK_MODE, "mask_mode", PSA_ENUM(kMaskModeNames), mask_mode)                    \
-  X(PSA_PARAM_MASK_FORMAT, "attn_impl", PSA_ENUM(kMaskFormatNames), mask_format)              \
-  X(PSA_PARAM_RATIO_L1, "mask_ratios.1", PSA_REAL(0.0, 1.0), ratio_end[kSlotL1])              \
-  X(PSA_PARAM_RATIO_L2, "mask_ratios.2", PSA_REAL(0.0, 1.0), ratio_end[kSlotL2])              \
-  X(PSA_PARAM_RATIO_L4, "mask_ratios.4", PSA_REAL(0.0, 1.0), ratio_end[kSlotL4])              \
-  X(PSA_PARAM_RATIO_L8, "mask_ratios.8", PSA_REAL(0.0, 1.0), ratio_end[kSlotL8])              \
-  X(PSA_PARAM_RATIO_L0, "mask_ratios.0", PSA_REAL(0.0, 1.0), ratio_end[kSlotL0])              \
-  X(PSA_PARAM_MIN_FULL_RATIO, "min_full_attn_ratio", PSA_REAL(0.0, 1.0), min_full_ratio)      \
-  X(PSA_PARAM_USE_SIM_MASK, "use_sim_mask", PSA_BOOL, use_sim_mask)                           \
-  X(PSA_PARAM_SIM_THRESHOLD_X2, "sim_thresholds.x2", PSA_REAL(-1.0, 1.0), sim_threshold[0])   \
-  X(PSA_PARAM_SIM_THRESHOLD_X4, "sim_thresholds.x4", PSA_REAL(-1.0, 1.0), sim_threshold[1])   \
-  X(PSA_PARAM_SIM_THRESHOLD_X8, "sim_thresholds.x8", PSA_REAL(-1.0, 1.0), sim_threshold[2])   \
-  X(PSA_PARAM_USE_REARRANGE, "use_rearrange", PSA_BOOL, use_rearrange)                        \
-  X(PSA_PARAM_REARRANGE_METHOD, "rearrange_method", PSA_ENUM(kRearrangeNames), rearrange_method) \
-  X(PSA_PARAM_STA_TILE_T, "tile_size.t", PSA_INT_RANGE(1, kI32Max), sta_tile[0])              \
-  X(PSA_PARAM_STA_TILE_H, "tile_size.h", PSA_INT_RANGE(1, kI32Max), sta_tile[1])              \
-  X(PSA_PARAM_STA_TILE_W, "tile_size.w", PSA_INT_RANGE(1, kI32Max), sta_tile[2])              \
-  X(PSA_PARAM_WARMUP_STEPS, "warmup_steps", PSA_INT_RANGE(0, kI32Max), warmup_steps)          \
-  X(PSA_PARAM_CALLS_PER_STEP, "calls_per_step", PSA_INT_RANGE(1, kI32Max), calls_per_step)    \
-  X(PSA_PARAM_INFERENCE_STEPS, "inference_steps", PSA_INT_RANGE(0, kI32Max), inference_steps) \
-  X(PSA_PARAM_TEXT_LENGTH, "text_length", PSA_INT_RANGE(0, kI32Max), text_length)             \
-  X(PSA_PARAM_WIDTH_DIVISOR, "video_scale.width_divisor", PSA_INT_RANGE(1, kI32Max), width_divisor) \
-  X(PSA_PARAM_HEIGHT_DIVISOR, "video_scale.height_divisor", PSA_INT_RANGE(1, kI32Max), height_divisor) \
-  X(PSA_PARAM_DEPTH_DIVISOR, "video_scale.depth_divisor", PSA_INT_RANGE(1, kI32Max), depth_divisor) \
+// X(id, name, bounds, Config member). Rows follow psa_param value order (params.cpp checks it).
+// Names are the YAML keys; tile_size.t/h/w stand for tile_size[0..2].
+#define PSA_PARAM_TABLE(X)                                                                         \
+  X(PSA_PARAM_METHOD, "type", PSA_ENUM(kMethodNames), method)                                      \
+  X(PSA_PARAM_BLOCK_M, "block_size.m", PSA_INT_SET(kBlockMValues), block_m)                        \
+  X(PSA_PARAM_BLOCK_N, "block_size.n", PSA_INT_SET(kBlockNValues), block_n)                        \
+  X(PSA_PARAM_TILE_N, "block_size.tile_n", PSA_INT_SET(kTileNValues), tile_n)                      \
+  X(PSA_PARAM_MASK_MODE, "mask_mode", PSA_ENUM(kMaskModeNames), mask_mode)                         \
+  X(PSA_PARAM_MASK_FORMAT, "attn_impl", PSA_ENUM(kMaskFormatNames), mask_format)                   \
+  X(PSA_PARAM_RATIO_L1, "mask_ratios.1", PSA_REAL(0.0, 1.0), ratio_end[kSlotL1])                   \
+  X(PSA_PARAM_RATIO_L2, "mask_ratios.2", PSA_REAL(0.0, 1.0), ratio_end[kSlotL2])                   \
+  X(PSA_PARAM_RATIO_L4, "mask_ratios.4", PSA_REAL(0.0, 1.0), ratio_end[kSlotL4])                   \
+  X(PSA_PARAM_RATIO_L8, "mask_ratios.8", PSA_REAL(0.0, 1.0), ratio_end[kSlotL8])                   \
+  X(PSA_PARAM_RATIO_L0, "mask_ratios.0", PSA_REAL(0.0, 1.0), ratio_end[kSlotL0])                   \
+  X(PSA_PARAM_MIN_FULL_RATIO, "min_full_attn_ratio", PSA_REAL(0.0, 1.0), min_full_ratio)           \
+  X(PSA_PARAM_USE_SIM_MASK, "use_sim_mask", PSA_BOOL, use_sim_mask)                                \
+  X(PSA_PARAM_SIM_THRESHOLD_X2, "sim_thresholds.x2", PSA_REAL(-1.0, 1.0), sim_threshold[0])        \
+  X(PSA_PARAM_SIM_THRESHOLD_X4, "sim_thresholds.x4", PSA_REAL(-1.0, 1.0), sim_threshold[1])        \
+  X(PSA_PARAM_SIM_THRESHOLD_X8, "sim_thresholds.x8", PSA_REAL(-1.0, 1.0), sim_threshold[2])        \
+  X(PSA_PARAM_USE_REARRANGE, "use_rearrange", PSA_BOOL, use_rearrange)                             \
+  X(PSA_PARAM_REARRANGE_METHOD, "rearrange_method", PSA_ENUM(kRearrangeNames), rearrange_method)   \
+  X(PSA_PARAM_STA_TILE_T, "tile_size.t", PSA_INT_RANGE(1, kI32Max), sta_tile[0])                   \
+  X(PSA_PARAM_STA_TILE_H, "tile_size.h", PSA_INT_RANGE(1, kI32Max), sta_tile[1])                   \
+  X(PSA_PARAM_STA_TILE_W, "tile_size.w", PSA_INT_RANGE(1, kI32Max), sta_tile[2])                   \
+  X(PSA_PARAM_WARMUP_STEPS, "warmup_steps", PSA_INT_RANGE(0, kI32Max), warmup_steps)               \
+  X(PSA_PARAM_CALLS_PER_STEP, "calls_per_step", PSA_INT_RANGE(1, kI32Max), calls_per_step)         \
+  X(PSA_PARAM_INFERENCE_STEPS, "inference_steps", PSA_INT_RANGE(0, kI32Max), inference_steps)      \
+  X(PSA_PARAM_TEXT_LENGTH, "text_length", PSA_INT_RANGE(0, kI32Max), text_length)                  \
+  X(PSA_PARAM_WIDTH_DIVISOR, "video_scale.width_divisor",                                          \
+    PSA_INT_RANGE(1, kI32Max), width_divisor)                                                      \
+  X(PSA_PARAM_HEIGHT_DIVISOR, "video_scale.height_divisor",                                        \
+    PSA_INT_RANGE(1, kI32Max), height_divisor)                                                     \
+  X(PSA_PARAM_DEPTH_DIVISOR, "video_scale.depth_divisor",                                          \
+    PSA_INT_RANGE(1, kI32Max), depth_divisor)                                                      \
   X(PSA_PARAM_SAMPLE_DIVISOR, "sample_divisor", PSA_INT_SET(kSampleDivisorValues), sample_divisor) \
-  X(PSA_PARAM_SEED, "seed", PSA_INT_RANGE(0, INT64_MAX), seed)                                \
-  X(PSA_PARAM_CAUSAL, "causal", PSA_BOOL, causal)                                             \
-  X(PSA_PARAM_SCALE, "scale", PSA_REAL(0.0, kRealMax), scale)                                 \
-  X(PSA_PARAM_TEXT_RULE, "text_rule", PSA_ENUM(kTextRuleNames), text_rule)                    \
-  X(PSA_PARAM_TEXT_ROWS_DENSE, "text_rows_dense", PSA_BOOL, text_rows_dense)                  \
-  X(PSA_PARAM_SPARSITY, "sparsity", PSA_REAL_OPEN_HI(0.0, 1.0), sparsity)                     \
-  X(PSA_PARAM_CDF_THRESHOLD, "cdf_threshold", PSA_REAL_OPEN_LO(0.0, 1.0), cdf_threshold)      \
-  X(PSA_PARAM_KEEP_SINK, "keep_sink", PSA_BOOL, keep_sink)                                    \
+  X(PSA_PARAM_SEED, "seed", PSA_INT_RANGE(0, INT64_MAX), seed)                                     \
+  X(PSA_PARAM_CAUSAL, "causal", PSA_BOOL, causal)                                                  \
+  X(PSA_PARAM_SCALE, "scale", PSA_REAL(0.0, kRealMax), scale)                                      \
+  X(PSA_PARAM_TEXT_RULE, "text_rule", PSA_ENUM(kTextRuleNames), text_rule)                         \
+  X(PSA_PARAM_TEXT_ROWS_DENSE, "text_rows_dense", PSA_BOOL, text_rows_dense)                       \
+  X(PSA_PARAM_SPARSITY, "sparsity", PSA_REAL_OPEN_HI(0.0, 1.0), sparsity)                          \
+  X(PSA_PARAM_CDF_THRESHOLD, "cdf_threshold", PSA_REAL_OPEN_LO(0.0, 1.0), cdf_threshold)           \
+  X(PSA_PARAM_KEEP_SINK, "keep_sink", PSA_BOOL, keep_sink)                                         \
   X(PSA_PARAM_KEEP_RECENT, "keep_recent", PSA_BOOL, keep_recent)
 
 // Row of `id`, or nullptr when `id` is not a parameter.

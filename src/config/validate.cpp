@@ -26,7 +26,8 @@ psa_status check_bounds(const Config& c, const std::string& where) {
     const auto id = static_cast<psa_param>(i);
     const ParamInfo& p = *param_info(id);
     if (param_type(p) == PSA_PARAM_TYPE_INT)
-      PSA_TRY(param_check_int(p, param_load_int(c, id), key(where, p.name), PSA_ERR_INVALID_CONFIG));
+      PSA_TRY(
+          param_check_int(p, param_load_int(c, id), key(where, p.name), PSA_ERR_INVALID_CONFIG));
     else
       PSA_TRY(param_check_double(p, param_load_double(c, id), key(where, p.name),
                                  PSA_ERR_INVALID_CONFIG));
@@ -55,11 +56,11 @@ psa_status check_ratios(const Config& c, const std::string& where) {
 psa_status check_mask_format(const Config& c, const std::string& where) {
   if (c.mask_format == PSA_MASK_FORMAT_LEVELS) {
     PSA_RETURN_IF(c.block_m != 128, PSA_ERR_INVALID_CONFIG,
-                  "%s = %lld: attn_impl old_mask_type allows only 128", key(where, "block_size.m").c_str(),
-                  static_cast<long long>(c.block_m));
+                  "%s = %lld: attn_impl old_mask_type allows only 128",
+                  key(where, "block_size.m").c_str(), static_cast<long long>(c.block_m));
     PSA_RETURN_IF(c.block_n != 128, PSA_ERR_INVALID_CONFIG,
-                  "%s = %lld: attn_impl old_mask_type allows only 128", key(where, "block_size.n").c_str(),
-                  static_cast<long long>(c.block_n));
+                  "%s = %lld: attn_impl old_mask_type allows only 128",
+                  key(where, "block_size.n").c_str(), static_cast<long long>(c.block_n));
     return PSA_OK;
   }
   PSA_RETURN_IF(c.block_n != 32 && c.block_n != 64 && c.block_n != 128, PSA_ERR_INVALID_CONFIG,
@@ -80,8 +81,9 @@ psa_status check_mask_format(const Config& c, const std::string& where) {
 // A tile packs whole pooled blocks: bn // tn == 0 is the reference's ZeroDivisionError.
 psa_status check_blocks(const Config& c, const std::string& where) {
   PSA_RETURN_IF(c.tile_n > c.block_n, PSA_ERR_INVALID_CONFIG,
-                "%s = %lld: must be <= block_size.n (%lld)", key(where, "block_size.tile_n").c_str(),
-                static_cast<long long>(c.tile_n), static_cast<long long>(c.block_n));
+                "%s = %lld: must be <= block_size.n (%lld)",
+                key(where, "block_size.tile_n").c_str(), static_cast<long long>(c.tile_n),
+                static_cast<long long>(c.block_n));
   // Every block needs at least one importance sample.
   const int64_t smallest = c.block_m < c.block_n ? c.block_m : c.block_n;
   PSA_RETURN_IF(c.sample_divisor < 1 || smallest / c.sample_divisor < 1, PSA_ERR_INVALID_CONFIG,

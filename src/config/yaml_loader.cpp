@@ -29,13 +29,38 @@ const Keys kModelKeys = {"default_attention", "video_scale",    "text_length",
                          "attention_configs", "calls_per_step", "inference_steps"};
 const Keys kVideoScaleKeys = {"width_divisor", "height_divisor", "depth_divisor"};
 // Keys not listed in the special cases of parse_preset are psa_param names (params.h).
-const Keys kPresetKeys = {
-    "type", "description", "use_rearrange", "use_sim_mask", "block_size", "mask_ratios",
-    "mask_mode", "attn_impl", "tile_size", "warmup_steps", "rearrange_method", "verbose",
-    "enable_logging", "log_dir", "sim_thresholds", "sim_2x_threshold", "sim_4x_threshold",
-    "sim_8x_threshold", "text_length", "min_full_attn_ratio", "sample_divisor", "seed", "causal",
-    "scale", "calls_per_step", "inference_steps", "text_rule", "text_rows_dense", "sparsity",
-    "cdf_threshold", "keep_sink", "keep_recent"};
+const Keys kPresetKeys = {"type",
+                          "description",
+                          "use_rearrange",
+                          "use_sim_mask",
+                          "block_size",
+                          "mask_ratios",
+                          "mask_mode",
+                          "attn_impl",
+                          "tile_size",
+                          "warmup_steps",
+                          "rearrange_method",
+                          "verbose",
+                          "enable_logging",
+                          "log_dir",
+                          "sim_thresholds",
+                          "sim_2x_threshold",
+                          "sim_4x_threshold",
+                          "sim_8x_threshold",
+                          "text_length",
+                          "min_full_attn_ratio",
+                          "sample_divisor",
+                          "seed",
+                          "causal",
+                          "scale",
+                          "calls_per_step",
+                          "inference_steps",
+                          "text_rule",
+                          "text_rows_dense",
+                          "sparsity",
+                          "cdf_threshold",
+                          "keep_sink",
+                          "keep_recent"};
 const Keys kBlockSizeKeys = {"m", "n", "tile_n"};
 const Keys kSimKeys = {"x2", "x4", "x8"};
 const Keys kRatioKeys = {"1", "2", "4", "8", "0"};  // index == LevelSlot
@@ -57,11 +82,16 @@ std::string scalar_text(const Node& n) { return n.Scalar().empty() ? "\"\"" : n.
 
 std::string node_kind(const Node& n) {
   switch (n.Type()) {
-    case YAML::NodeType::Null: return "null";
-    case YAML::NodeType::Scalar: return "the scalar " + scalar_text(n);
-    case YAML::NodeType::Sequence: return "a sequence";
-    case YAML::NodeType::Map: return "a map";
-    case YAML::NodeType::Undefined: break;
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Scalar:
+      return "the scalar " + scalar_text(n);
+    case YAML::NodeType::Sequence:
+      return "a sequence";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Undefined:
+      break;
   }
   return "nothing";
 }
@@ -77,7 +107,8 @@ psa_status type_error(const std::string& path, const Node& n, const std::string&
 
 psa_status read_int(const Node& n, const std::string& path, int64_t* out) {
   int64_t v = 0;
-  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v)) return type_error(path, n, "an integer");
+  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
+    return type_error(path, n, "an integer");
   *out = v;
   return PSA_OK;
 }
@@ -122,8 +153,8 @@ psa_status map_entries(const Node& n, const std::string& path, const Keys& allow
   std::set<std::string> seen;
   out->clear();
   for (auto it = n.begin(); it != n.end(); ++it) {
-    PSA_RETURN_IF(!it->first.IsScalar(), PSA_ERR_INVALID_CONFIG,
-                  "%s: keys must be scalars, got %s", path.c_str(), node_kind(it->first).c_str());
+    PSA_RETURN_IF(!it->first.IsScalar(), PSA_ERR_INVALID_CONFIG, "%s: keys must be scalars, got %s",
+                  path.c_str(), node_kind(it->first).c_str());
     const std::string key = it->first.Scalar();
     const std::string kp = join(path, key);
     if (!allowed.empty()) {
@@ -230,8 +261,10 @@ psa_status parse_sim_thresholds(Config& c, const Node& n, const std::string& pat
 }
 
 psa_status parse_tile_size(Config& c, const Node& n, const std::string& path) {
-  static const psa_param ids[3] = {PSA_PARAM_STA_TILE_T, PSA_PARAM_STA_TILE_H, PSA_PARAM_STA_TILE_W};
-  if (!n.IsSequence() || n.size() != 3) return type_error(path, n, "[t, h, w] (three integers >= 1)");
+  static const psa_param ids[3] = {PSA_PARAM_STA_TILE_T, PSA_PARAM_STA_TILE_H,
+                                   PSA_PARAM_STA_TILE_W};
+  if (!n.IsSequence() || n.size() != 3)
+    return type_error(path, n, "[t, h, w] (three integers >= 1)");
   for (int i = 0; i < 3; ++i)
     PSA_TRY(assign_param(c, ids[i], n[i], path + "[" + std::to_string(i) + "]"));
   return PSA_OK;
@@ -244,8 +277,8 @@ psa_status parse_mask_ratios(Config& c, const Node& n, const std::string& path) 
                                            PSA_PARAM_RATIO_L4, PSA_PARAM_RATIO_L8,
                                            PSA_PARAM_RATIO_L0};
   std::vector<Entry> entries;
-  PSA_TRY(map_entries(n, path, kRatioKeys, "a map of levels 1, 2, 4, 8, 0 to [start, end]",
-                      &entries));
+  PSA_TRY(
+      map_entries(n, path, kRatioKeys, "a map of levels 1, 2, 4, 8, 0 to [start, end]", &entries));
   for (const Entry& e : entries) {
     int slot = 0;
     while (kRatioKeys[slot] != e.key) ++slot;
@@ -372,8 +405,9 @@ psa_status parse_model(const Node& n, const std::string& name, ModelHeader* out)
   PSA_RETURN_IF(!have_configs, PSA_ERR_INVALID_CONFIG,
                 "%s.attention_configs: missing; a model needs at least one preset", name.c_str());
   PSA_RETURN_IF(!h.default_preset.empty() && find_entry(h.presets, h.default_preset) == nullptr,
-                PSA_ERR_INVALID_CONFIG, "%s.default_attention = %s: allowed %s (the model's presets)",
-                name.c_str(), h.default_preset.c_str(), list_text(entry_keys(h.presets)).c_str());
+                PSA_ERR_INVALID_CONFIG,
+                "%s.default_attention = %s: allowed %s (the model's presets)", name.c_str(),
+                h.default_preset.c_str(), list_text(entry_keys(h.presets)).c_str());
   *out = std::move(h);
   return PSA_OK;
 }

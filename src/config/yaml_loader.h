@@ -16,7 +16,7 @@ struct PresetEntry {
 
 struct ModelEntry {
   std::string name;
-  std::string default_preset;  // empty when the model has no default_attention
+  std::string default_preset;        // empty when the model has no default_attention
   std::vector<PresetEntry> presets;  // file order
 };
 

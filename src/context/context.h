@@ -29,6 +29,9 @@ struct psa_context_s {
   psa::VideoGeometry geometry;
   uint64_t geometry_version = 0;
   int64_t pinned_step = -1;  // >= 0: fixed step; -1: count calls
+  // Injected sampling offsets (experimental API); empty = seeded sampler.
+  int64_t injected_batch = 0, injected_heads = 0;
+  std::vector<int32_t> injected_q_offsets, injected_k_offsets;
   int64_t calls = 0;
   std::vector<std::unique_ptr<psa::Plan>> plans;  // most recently used last
   // Last forward.

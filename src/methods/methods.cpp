@@ -1,16 +1,44 @@
-// methods/methods.cpp -- placeholder dispatch for rf_v2 / ada_bsa until their mask
-// builders land (owned by the methods work; replace wholesale).
+// methods/methods.cpp -- dispatch of the non-PSA block-sparse mask builders (rf_v2, ada_bsa)
+// and their shared shape rules. Host only; the builders live in rf_v2.cpp and ada_bsa.cpp.
 #include "methods/methods.h"
 
 #include "core/error.h"
+#include "methods/builders.h"
 
 namespace psa {
 
-psa_status build_method_levels(const Config&, const Plan&, const float*, const float*, float*,
-                               int8_t*) {
-  return set_error(PSA_ERR_UNSUPPORTED, "type: rf_v2 / ada_bsa are not implemented yet");
+psa_status check_block_sparse_problem(const Config& config, const Plan& plan) {
+  const char* name = config.method == PSA_METHOD_RF_V2 ? "rf_v2" : "ada_bsa";
+  PSA_RETURN_IF(plan.block_m != 128 || plan.block_n != 128, PSA_ERR_UNSUPPORTED,
+                "block_size (m, n) = (%lld, %lld): type %s supports only 128 x 128 blocks",
+                static_cast<long long>(plan.block_m), static_cast<long long>(plan.block_n), name);
+  PSA_RETURN_IF(plan.problem.len_q != plan.problem.len_k, PSA_ERR_INVALID_SHAPE,
+                "q: seq_len = %lld, k: seq_len = %lld; type %s needs self-attention "
+                "(equal query and key lengths)",
+                static_cast<long long>(plan.problem.len_q),
+                static_cast<long long>(plan.problem.len_k), name);
+  return PSA_OK;
 }
 
-int64_t method_scratch_floats(const Config&, const Plan&) { return 0; }
+int64_t method_scratch_floats(const Config& config, const Plan& plan) {
+  switch (config.method) {
+    case PSA_METHOD_RF_V2: return rf_v2_scratch_floats(plan);
+    case PSA_METHOD_ADA_BSA: return ada_bsa_scratch_floats(plan);
+    default: return 0;
+  }
+}
+
+psa_status build_method_levels(const Config& config, const Plan& plan, const float* q,
+                               const float* k, float* scratch, int8_t* levels) {
+  switch (config.method) {
+    case PSA_METHOD_RF_V2: return build_rf_v2_levels(config, plan, q, k, scratch, levels);
+    case PSA_METHOD_ADA_BSA: return build_ada_bsa_levels(config, plan, q, k, scratch, levels);
+    default:
+      return set_error(PSA_ERR_INTERNAL,
+                       "build_method_levels: type = %d is not a block-sparse method "
+                       "(rf_v2 = %d, ada_bsa = %d)",
+                       static_cast<int>(config.method), PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA);
+  }
+}
 
 }  // namespace psa

@@ -20,10 +20,32 @@ Range range_of(const psa_tensor_desc& d, const void* p) {
 }
 bool overlaps(Range a, Range b) { return a.begin < b.end && b.begin < a.end; }
 
-psa_status check_method_supported(const Config& cfg) {
-  PSA_RETURN_IF(cfg.method == PSA_METHOD_RF_V2 || cfg.method == PSA_METHOD_ADA_BSA,
-                PSA_ERR_UNSUPPORTED, "type = %s: not implemented in this build yet",
-                cfg.method == PSA_METHOD_RF_V2 ? "rf_v2" : "ada_bsa");
+// rf_v2 / ada_bsa: the CPU backend runs them (methods/); the CUDA backend does not yet.
+// Both are self-attention on 128 x 128 blocks; rf_v2 also needs the latent video grid and
+// ignores no flag silently: causal rf_v2 is refused (its token reorder breaks causality).
+psa_status check_method_supported(const psa_context* ctx, const Problem& problem) {
+  const Config& cfg = ctx->cfg;
+  if (cfg.method != PSA_METHOD_RF_V2 && cfg.method != PSA_METHOD_ADA_BSA) return PSA_OK;
+  const char* name = cfg.method == PSA_METHOD_RF_V2 ? "rf_v2" : "ada_bsa";
+  PSA_RETURN_IF(ctx->backend->kind() == PSA_BACKEND_CUDA, PSA_ERR_UNSUPPORTED,
+                "type = %s: not implemented on the CUDA backend yet; create the context with "
+                "PSA_BACKEND_CPU",
+                name);
+  PSA_RETURN_IF(cfg.block_m != 128 || cfg.block_n != 128, PSA_ERR_UNSUPPORTED,
+                "block_size (m, n) = (%lld, %lld): type %s supports only 128 x 128 blocks",
+                static_cast<long long>(cfg.block_m), static_cast<long long>(cfg.block_n), name);
+  PSA_RETURN_IF(problem.len_q != problem.len_k, PSA_ERR_INVALID_SHAPE,
+                "q: seq_len = %lld, k: seq_len = %lld; type %s needs self-attention (equal "
+                "query and key lengths)",
+                static_cast<long long>(problem.len_q), static_cast<long long>(problem.len_k), name);
+  if (cfg.method == PSA_METHOD_RF_V2) {
+    PSA_RETURN_IF(!ctx->geometry.set, PSA_ERR_INVALID_STATE,
+                  "type = rf_v2 needs the latent video grid (t, h, w): call "
+                  "psa_context_set_video_grid or psa_context_set_video_pixels first");
+    PSA_RETURN_IF(cfg.causal, PSA_ERR_UNSUPPORTED,
+                  "causal = 1: type rf_v2 reorders tokens into 8x8 spatial tiles, so causal "
+                  "masking is meaningless; use causal = 0 (or type ada_bsa)");
+  }
   return PSA_OK;
 }
 
@@ -34,7 +56,7 @@ psa_status plan_forward(psa_context* ctx, const psa_tensor_desc* q, const psa_te
                         const Plan** plan) {
   PSA_RETURN_IF(ctx == nullptr, PSA_ERR_NULL_POINTER, "context: must not be NULL");
   PSA_TRY(validate_descriptors(q, k, v, out, problem));
-  PSA_TRY(check_method_supported(ctx->cfg));
+  PSA_TRY(check_method_supported(ctx, *problem));
   return ctx->get_plan(*problem, plan);
 }
 
@@ -93,6 +115,23 @@ psa_status run_forward(psa_context* ctx, const ForwardTensors& t, void* workspac
   args.workspace = workspace;
   args.workspace_bytes = workspace_bytes;
   args.stream = stream;
+  if (!ctx->injected_q_offsets.empty()) {
+    PSA_RETURN_IF(ctx->injected_batch != problem.batch || ctx->injected_heads != problem.heads_q ||
+                      static_cast<int64_t>(ctx->injected_q_offsets.size()) !=
+                          problem.batch * problem.heads_q * plan->q_samples ||
+                      static_cast<int64_t>(ctx->injected_k_offsets.size()) !=
+                          problem.batch * problem.heads_q * plan->k_samples,
+                  PSA_ERR_INVALID_STATE,
+                  "injected sampling offsets are for batch %lld, heads %lld; this forward has "
+                  "batch %lld, heads %lld, %lld query and %lld key samples per block",
+                  static_cast<long long>(ctx->injected_batch), static_cast<long long>(ctx->injected_heads),
+                  static_cast<long long>(problem.batch), static_cast<long long>(problem.heads_q),
+                  static_cast<long long>(plan->q_samples), static_cast<long long>(plan->k_samples));
+    PSA_RETURN_IF(ctx->backend->kind() != PSA_BACKEND_CPU, PSA_ERR_UNSUPPORTED,
+                  "injected sampling offsets: supported by the CPU backend only");
+    args.q_offsets = ctx->injected_q_offsets.data();
+    args.k_offsets = ctx->injected_k_offsets.data();
+  }
   const int64_t step = ctx->next_step();
   args.dense = ctx->step_is_dense(step);
   PSA_TRY(ctx->backend->check_pointers(*plan, args));

@@ -38,6 +38,7 @@ struct SequencePlan {
   std::vector<int64_t> src;  // empty = identity (no rearrangement)
   int64_t length = 0;
   int64_t text_begin = 0, text_end = 0;
+  int64_t frame_tokens = 0;  // h*w of the video grid (rf_v2's first-frame sink); 0 = no grid
 };
 
 // Builds the plan for a sequence of `seq_len` tokens under `config` and `geometry`.
@@ -45,6 +46,8 @@ struct SequencePlan {
 //  - geometry set, use_rearrange false: identity; text span where the caller put it.
 //  - Gilbert: [video in curve order, text] (text moves to the end).
 //  - STA: text stays where it is, video in tile-major order.
+//  - method rf_v2 (whatever use_rearrange says): [video in rf_v2 8x8-tile order, text]
+//    (methods/rf_v2_spec.h). Method ada_bsa: identity, text span where the caller put it.
 //  - SemanticAware / Hybrid: PSA_ERR_UNSUPPORTED.
 // Errors: seq_len != geometry.total_tokens() (PSA_ERR_INVALID_SHAPE, message names both),
 // STA grid not divisible by the tile (PSA_ERR_INVALID_CONFIG).

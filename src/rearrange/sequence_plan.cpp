@@ -1,6 +1,6 @@
-// rearrange/sequence_plan.cpp -- rearrange stage, host planning: turns config + video
-// geometry into the sequence permutation and text span of one forward (spec 7.2, 7.3, 8.2).
-// Runs once per shape, never per forward; no CUDA, no I/O. Leaves *plan untouched on error.
+// rearrange/sequence_plan.cpp -- rearrange stage, host planning: config + video geometry ->
+// sequence permutation and text span of one forward (spec 7.2, 7.3, 8.2; rf_v2 order:
+// rainfusion-adabsa 2.2). Once per shape; no CUDA, no I/O; leaves *plan untouched on error.
 #include <cinttypes>
 #include <cstdint>
 #include <limits>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "methods/rf_v2_spec.h"
 #include "rearrange/rearrange.h"
 
 namespace psa {
@@ -50,6 +51,22 @@ psa_status check_geometry(const VideoGeometry& g) {
   return PSA_OK;
 }
 
+// rf_v2 order (rainfusion-adabsa spec 2.2): [video in 8x8-tile order per frame, text in the
+// caller's order], whatever the caller's text position. src[newpos(f, y, x)] = raster index.
+void build_rf_v2_src(const VideoGeometry& g, int64_t caller_video, int64_t caller_text,
+                     SequencePlan* out) {
+  const int64_t N = g.video_tokens(), T = g.text_length;
+  out->src.resize(static_cast<size_t>(N + T));
+  int64_t r = 0;
+  for (int64_t f = 0; f < g.t; ++f)
+    for (int64_t y = 0; y < g.h; ++y)
+      for (int64_t x = 0; x < g.w; ++x, ++r)
+        out->src[static_cast<size_t>(rf_v2_newpos(f, y, x, g.h, g.w))] = caller_video + r;
+  for (int64_t j = 0; j < T; ++j) out->src[static_cast<size_t>(N + j)] = caller_text + j;
+  out->text_begin = T > 0 ? N : 0;
+  out->text_end = T > 0 ? N + T : 0;
+}
+
 }  // namespace
 
 psa_status build_sequence_plan(const Config& config, const VideoGeometry& geometry,
@@ -80,7 +97,14 @@ psa_status build_sequence_plan(const Config& config, const VideoGeometry& geomet
 
   out.text_begin = caller_text;
   out.text_end = caller_text + T;
-  if (!config.use_rearrange) {
+  out.frame_tokens = geometry.h * geometry.w;
+  // The block-sparse methods fix their own token order; use_rearrange does not apply.
+  if (config.method == PSA_METHOD_RF_V2) {
+    build_rf_v2_src(geometry, caller_video, caller_text, &out);
+    *plan = std::move(out);
+    return PSA_OK;
+  }
+  if (!config.use_rearrange || config.method == PSA_METHOD_ADA_BSA) {
     *plan = std::move(out);
     return PSA_OK;
   }

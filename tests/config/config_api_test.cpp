@@ -143,7 +143,8 @@ TEST(ConfigApi, CatalogAccessorsReportBadIndicesAndNames) {
   EXPECT_EQ(psa_catalog_get_config(cat, "Wan2.1_14b", "psa_topk", &c), PSA_ERR_NOT_FOUND);
   EXPECT_NE(std::string(psa_last_error_message()).find("Wan2.1_14b.attention_configs.psa_topk"),
             std::string::npos);
-  EXPECT_NE(std::string(psa_last_error_message()).find("baseline, psa_balanced"), std::string::npos);
+  EXPECT_NE(std::string(psa_last_error_message()).find("baseline, psa_balanced"),
+            std::string::npos);
   EXPECT_EQ(c, nullptr);
   ASSERT_EQ(psa_catalog_get_config(cat, "Wan2.1_14b", nullptr, &c), PSA_OK);
   EXPECT_EQ(get_int(c, PSA_PARAM_MASK_MODE), PSA_MASK_MODE_THRESHOLDBOUND);

@@ -22,7 +22,8 @@ struct Info {
 
 Info info(psa_param p) {
   Info i;
-  EXPECT_EQ(psa_param_info(p, &i.name, &i.type, &i.lower, &i.upper), PSA_OK) << psa_last_error_message();
+  EXPECT_EQ(psa_param_info(p, &i.name, &i.type, &i.lower, &i.upper), PSA_OK)
+      << psa_last_error_message();
   return i;
 }
 
@@ -45,16 +46,19 @@ TEST_P(ConfigParam, RoundTripsAtBothBounds) {
   if (i.type == PSA_PARAM_TYPE_INT) {
     // Bounds above 2^62 (the seed) are not exactly representable; use the int64 maximum.
     const int64_t lo = static_cast<int64_t>(i.lower);
-    const int64_t hi = i.upper >= 0x1p62 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(i.upper);
+    const int64_t hi =
+        i.upper >= 0x1p62 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(i.upper);
     for (int64_t v : {lo, hi}) {
-      ASSERT_EQ(psa_config_set_int(cfg_, id(), v), PSA_OK) << i.name << " = " << v << ": " << psa_last_error_message();
+      ASSERT_EQ(psa_config_set_int(cfg_, id(), v), PSA_OK)
+          << i.name << " = " << v << ": " << psa_last_error_message();
       int64_t got = -7;
       ASSERT_EQ(psa_config_get_int(cfg_, id(), &got), PSA_OK);
       EXPECT_EQ(got, v) << i.name;
     }
   } else {
     for (double v : {i.lower, i.upper, 0.5 * i.lower + 0.5 * i.upper}) {
-      ASSERT_EQ(psa_config_set_double(cfg_, id(), v), PSA_OK) << i.name << " = " << v << ": " << psa_last_error_message();
+      ASSERT_EQ(psa_config_set_double(cfg_, id(), v), PSA_OK)
+          << i.name << " = " << v << ": " << psa_last_error_message();
       double got = -7;
       ASSERT_EQ(psa_config_get_double(cfg_, id(), &got), PSA_OK);
       EXPECT_EQ(got, v) << i.name;
@@ -70,7 +74,8 @@ TEST_P(ConfigParam, RejectsOutOfBoundsNamingTheParam) {
     std::vector<int64_t> bad = {static_cast<int64_t>(i.lower) - 1};
     if (i.upper < 0x1p62) bad.push_back(static_cast<int64_t>(i.upper) + 1);
     for (int64_t v : bad) {
-      EXPECT_EQ(psa_config_set_int(cfg_, id(), v), PSA_ERR_INVALID_ARGUMENT) << i.name << " = " << v;
+      EXPECT_EQ(psa_config_set_int(cfg_, id(), v), PSA_ERR_INVALID_ARGUMENT)
+          << i.name << " = " << v;
       EXPECT_TRUE(message_has(std::string(i.name) + " = " + std::to_string(v) + ": allowed "))
           << psa_last_error_message();
       int64_t after = 0;
@@ -81,7 +86,8 @@ TEST_P(ConfigParam, RejectsOutOfBoundsNamingTheParam) {
     const double inf = std::numeric_limits<double>::infinity();
     for (double v : {std::nextafter(i.lower, -inf), std::nextafter(i.upper, inf),
                      std::numeric_limits<double>::quiet_NaN()}) {
-      EXPECT_EQ(psa_config_set_double(cfg_, id(), v), PSA_ERR_INVALID_ARGUMENT) << i.name << " = " << v;
+      EXPECT_EQ(psa_config_set_double(cfg_, id(), v), PSA_ERR_INVALID_ARGUMENT)
+          << i.name << " = " << v;
       EXPECT_TRUE(message_has(std::string(i.name) + " = ")) << psa_last_error_message();
       EXPECT_TRUE(message_has(": allowed ")) << psa_last_error_message();
     }
@@ -115,10 +121,12 @@ TEST_P(ConfigParam, NameRoundTrips) {
   EXPECT_EQ(back, id());
 }
 
-INSTANTIATE_TEST_SUITE_P(AllParams, ConfigParam, testing::Range(0, static_cast<int>(PSA_PARAM_COUNT_)),
+INSTANTIATE_TEST_SUITE_P(AllParams, ConfigParam,
+                         testing::Range(0, static_cast<int>(PSA_PARAM_COUNT_)),
                          [](const testing::TestParamInfo<int>& p) {
                            const char* name = nullptr;
-                           psa_param_info(static_cast<psa_param>(p.param), &name, nullptr, nullptr, nullptr);
+                           psa_param_info(static_cast<psa_param>(p.param), &name, nullptr, nullptr,
+                                          nullptr);
                            std::string s = name ? name : "unknown";
                            for (char& c : s)
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
@@ -150,7 +158,7 @@ TEST(ConfigParamTable, BoundsOfSetsEnumsAndOpenIntervals) {
   EXPECT_EQ(info(PSA_PARAM_METHOD).upper, PSA_METHOD_ADA_BSA);
   EXPECT_EQ(info(PSA_PARAM_USE_SIM_MASK).upper, 1);
   EXPECT_EQ(info(PSA_PARAM_SPARSITY).lower, 0.0);
-  EXPECT_LT(info(PSA_PARAM_SPARSITY).upper, 1.0);  // [0, 1): 1 is not allowed
+  EXPECT_LT(info(PSA_PARAM_SPARSITY).upper, 1.0);       // [0, 1): 1 is not allowed
   EXPECT_GT(info(PSA_PARAM_CDF_THRESHOLD).lower, 0.0);  // (0, 1]
   EXPECT_EQ(info(PSA_PARAM_CDF_THRESHOLD).upper, 1.0);
   EXPECT_EQ(info(PSA_PARAM_SIM_THRESHOLD_X8).lower, -1.0);

@@ -1,6 +1,6 @@
-// tests/config/shipped_presets_test.cpp -- configuration stage, shipped data: every model and preset
-// of configs/attention_config.yaml (file and embedded copy) loads, validates and carries the values
-// of spec 8.1 / 9.3. Public C API only.
+// tests/config/shipped_presets_test.cpp -- configuration stage, shipped data: every model and
+// preset of configs/attention_config.yaml (file and embedded copy) loads, validates and carries the
+// values of spec 8.1 / 9.3. Public C API only.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -54,7 +54,8 @@ bool same_params(const psa_config* a, const psa_config* b) {
     const auto p = static_cast<psa_param>(i);
     psa_param_type t;
     psa_param_info(p, nullptr, &t, nullptr, nullptr);
-    if (t == PSA_PARAM_TYPE_INT ? get_int(a, p) != get_int(b, p) : get_double(a, p) != get_double(b, p))
+    if (t == PSA_PARAM_TYPE_INT ? get_int(a, p) != get_int(b, p)
+                                : get_double(a, p) != get_double(b, p))
       return false;
   }
   return true;
@@ -108,7 +109,8 @@ TEST(ConfigShipped, EveryPresetLoadsAndValidatesFromFileStringAndEmbedded) {
       psa_config* s = nullptr;
       psa_config* e = nullptr;
       psa_config* c = nullptr;
-      ASSERT_EQ(psa_config_load_file(kConfigPath.c_str(), model.c_str(), preset.c_str(), &f), PSA_OK)
+      ASSERT_EQ(psa_config_load_file(kConfigPath.c_str(), model.c_str(), preset.c_str(), &f),
+                PSA_OK)
           << psa_last_error_message();
       ASSERT_EQ(psa_config_load_string(text.c_str(), model.c_str(), preset.c_str(), &s), PSA_OK)
           << psa_last_error_message();
@@ -137,7 +139,8 @@ TEST(ConfigShipped, NullPresetSelectsDefaultAttention) {
     const std::string& model = entry.first;
     psa_config* def = nullptr;
     psa_config* bal = nullptr;
-    ASSERT_EQ(psa_config_load_embedded(model.c_str(), nullptr, &def), PSA_OK) << psa_last_error_message();
+    ASSERT_EQ(psa_config_load_embedded(model.c_str(), nullptr, &def), PSA_OK)
+        << psa_last_error_message();
     ASSERT_EQ(psa_config_load_embedded(model.c_str(), "psa_balanced", &bal), PSA_OK);
     EXPECT_TRUE(same_params(def, bal)) << model;
     psa_config_destroy(def);
@@ -188,22 +191,86 @@ struct ShippedPsa {
 
 TEST(ConfigShipped, PsaPresetsMatchSpec93Table) {
   const ShippedPsa rows[] = {
-      {"Wan2.1_14b", "psa_balanced", PSA_MASK_FORMAT_SEGMENTS, 128, PSA_MASK_MODE_THRESHOLDBOUND,
-       {.4, .5, .6, .8, 1}, 0, 1, 15, 0.6},
-      {"Wan2.1_1.3b", "psa_balanced", PSA_MASK_FORMAT_LEVELS, 128, PSA_MASK_MODE_THRESHOLDBOUND,
-       {.5, .6, .7, .8, 1}, 1, 1, 15, 0.6},
-      {"Wan2.1_1.3b", "psa_topk", PSA_MASK_FORMAT_SEGMENTS, 32, PSA_MASK_MODE_TOPK,
-       {.05, .1, .15, .25, 1}, 0, 1, 15, 0.65},
-      {"Wan2.2_A14B", "psa_balanced", PSA_MASK_FORMAT_SEGMENTS, 32, PSA_MASK_MODE_THRESHOLDBOUND,
-       {.5, .6, .6, .8, 1}, 0, 1, 12, 0.6},
-      {"Wan2.2_5B", "psa_balanced", PSA_MASK_FORMAT_SEGMENTS, 32, PSA_MASK_MODE_THRESHOLDBOUND,
-       {.6, .7, .7, .8, 1}, 0, 1, 15, 0.6},
-      {"CogVideo1.5_5b", "psa_balanced", PSA_MASK_FORMAT_SEGMENTS, 32, PSA_MASK_MODE_TOPK,
-       {.1, .15, .15, .35, 1}, 0, 1, 15, 0.6},
-      {"CogVideo_5b", "psa_balanced", PSA_MASK_FORMAT_SEGMENTS, 128, PSA_MASK_MODE_TOPK,
-       {.1, .15, .15, .35, 1}, 0, 0, 15, 0.6},
-      {"CogVideo_5b", "psa_4steps", PSA_MASK_FORMAT_LEVELS, 128, PSA_MASK_MODE_TOPK,
-       {.05, .15, .25, .5, 1}, 0, 0, 0, 0.6},
+      {"Wan2.1_14b",
+       "psa_balanced",
+       PSA_MASK_FORMAT_SEGMENTS,
+       128,
+       PSA_MASK_MODE_THRESHOLDBOUND,
+       {.4, .5, .6, .8, 1},
+       0,
+       1,
+       15,
+       0.6},
+      {"Wan2.1_1.3b",
+       "psa_balanced",
+       PSA_MASK_FORMAT_LEVELS,
+       128,
+       PSA_MASK_MODE_THRESHOLDBOUND,
+       {.5, .6, .7, .8, 1},
+       1,
+       1,
+       15,
+       0.6},
+      {"Wan2.1_1.3b",
+       "psa_topk",
+       PSA_MASK_FORMAT_SEGMENTS,
+       32,
+       PSA_MASK_MODE_TOPK,
+       {.05, .1, .15, .25, 1},
+       0,
+       1,
+       15,
+       0.65},
+      {"Wan2.2_A14B",
+       "psa_balanced",
+       PSA_MASK_FORMAT_SEGMENTS,
+       32,
+       PSA_MASK_MODE_THRESHOLDBOUND,
+       {.5, .6, .6, .8, 1},
+       0,
+       1,
+       12,
+       0.6},
+      {"Wan2.2_5B",
+       "psa_balanced",
+       PSA_MASK_FORMAT_SEGMENTS,
+       32,
+       PSA_MASK_MODE_THRESHOLDBOUND,
+       {.6, .7, .7, .8, 1},
+       0,
+       1,
+       15,
+       0.6},
+      {"CogVideo1.5_5b",
+       "psa_balanced",
+       PSA_MASK_FORMAT_SEGMENTS,
+       32,
+       PSA_MASK_MODE_TOPK,
+       {.1, .15, .15, .35, 1},
+       0,
+       1,
+       15,
+       0.6},
+      {"CogVideo_5b",
+       "psa_balanced",
+       PSA_MASK_FORMAT_SEGMENTS,
+       128,
+       PSA_MASK_MODE_TOPK,
+       {.1, .15, .15, .35, 1},
+       0,
+       0,
+       15,
+       0.6},
+      {"CogVideo_5b",
+       "psa_4steps",
+       PSA_MASK_FORMAT_LEVELS,
+       128,
+       PSA_MASK_MODE_TOPK,
+       {.05, .15, .25, .5, 1},
+       0,
+       0,
+       0,
+       0.6},
   };
   const psa_param ratio_ids[5] = {PSA_PARAM_RATIO_L1, PSA_PARAM_RATIO_L2, PSA_PARAM_RATIO_L4,
                                   PSA_PARAM_RATIO_L8, PSA_PARAM_RATIO_L0};
@@ -218,7 +285,8 @@ TEST(ConfigShipped, PsaPresetsMatchSpec93Table) {
     EXPECT_EQ(get_int(c, PSA_PARAM_BLOCK_N), r.block_n);
     EXPECT_EQ(get_int(c, PSA_PARAM_TILE_N), 32);
     EXPECT_EQ(get_int(c, PSA_PARAM_MASK_MODE), r.mode);
-    for (int s = 0; s < 5; ++s) EXPECT_DOUBLE_EQ(get_double(c, ratio_ids[s]), r.ends[s]) << "slot " << s;
+    for (int s = 0; s < 5; ++s)
+      EXPECT_DOUBLE_EQ(get_double(c, ratio_ids[s]), r.ends[s]) << "slot " << s;
     EXPECT_EQ(get_int(c, PSA_PARAM_USE_SIM_MASK), r.sim);
     EXPECT_EQ(get_int(c, PSA_PARAM_USE_REARRANGE), r.rearrange);
     EXPECT_EQ(get_int(c, PSA_PARAM_REARRANGE_METHOD), PSA_REARRANGE_GILBERT);
@@ -286,11 +354,13 @@ TEST(ConfigShipped, UserFileWithOneModelLoads) {
            "      attn_impl: new_mask_type\n";
   }
   psa_config* c = nullptr;
-  ASSERT_EQ(psa_config_load_file(path.c_str(), "MyModel", nullptr, &c), PSA_OK) << psa_last_error_message();
+  ASSERT_EQ(psa_config_load_file(path.c_str(), "MyModel", nullptr, &c), PSA_OK)
+      << psa_last_error_message();
   EXPECT_EQ(get_int(c, PSA_PARAM_BLOCK_N), 64);
   EXPECT_DOUBLE_EQ(get_double(c, PSA_PARAM_RATIO_L8), 0.4);
   psa_config_destroy(c);
-  ASSERT_EQ(psa_config_load_file(path.c_str(), "MyModel", "dense", &c), PSA_OK) << psa_last_error_message();
+  ASSERT_EQ(psa_config_load_file(path.c_str(), "MyModel", "dense", &c), PSA_OK)
+      << psa_last_error_message();
   EXPECT_EQ(get_int(c, PSA_PARAM_METHOD), PSA_METHOD_DENSE);
   psa_config_destroy(c);
 

@@ -20,8 +20,12 @@ class ConfigValidate : public testing::Test {
  protected:
   void SetUp() override { ASSERT_EQ(psa_config_create(&c_), PSA_OK); }
   void TearDown() override { psa_config_destroy(c_); }
-  void set(psa_param p, int64_t v) { ASSERT_EQ(psa_config_set_int(c_, p, v), PSA_OK) << psa_last_error_message(); }
-  void setd(psa_param p, double v) { ASSERT_EQ(psa_config_set_double(c_, p, v), PSA_OK) << psa_last_error_message(); }
+  void set(psa_param p, int64_t v) {
+    ASSERT_EQ(psa_config_set_int(c_, p, v), PSA_OK) << psa_last_error_message();
+  }
+  void setd(psa_param p, double v) {
+    ASSERT_EQ(psa_config_set_double(c_, p, v), PSA_OK) << psa_last_error_message();
+  }
   psa_status validate() { return psa_config_validate(c_); }
   psa_config* c_ = nullptr;
 };
@@ -34,7 +38,8 @@ TEST_F(ConfigValidate, DefaultsAreValid) {
 TEST_F(ConfigValidate, RatioEndsMustNotDecreaseInLevelOrder) {
   setd(PSA_PARAM_RATIO_L2, 0.05);  // below level 1's 0.1
   EXPECT_EQ(validate(), PSA_ERR_INVALID_CONFIG);
-  EXPECT_TRUE(message_has("mask_ratios.2 = 0.05: must be >= mask_ratios.1 = 0.1")) << psa_last_error_message();
+  EXPECT_TRUE(message_has("mask_ratios.2 = 0.05: must be >= mask_ratios.1 = 0.1"))
+      << psa_last_error_message();
   setd(PSA_PARAM_RATIO_L2, 0.1);  // equal ends are allowed (an empty level)
   EXPECT_EQ(validate(), PSA_OK);
   setd(PSA_PARAM_RATIO_L0, 0.3);  // the skip level ends before level 8
@@ -76,7 +81,8 @@ TEST_F(ConfigValidate, TileMustFitInKeyBlock) {
   set(PSA_PARAM_BLOCK_N, 32);
   set(PSA_PARAM_TILE_N, 64);
   EXPECT_EQ(validate(), PSA_ERR_INVALID_CONFIG);
-  EXPECT_TRUE(message_has("block_size.tile_n = 64: must be <= block_size.n (32)")) << psa_last_error_message();
+  EXPECT_TRUE(message_has("block_size.tile_n = 64: must be <= block_size.n (32)"))
+      << psa_last_error_message();
   set(PSA_PARAM_TILE_N, 32);
   EXPECT_EQ(validate(), PSA_OK);
   set(PSA_PARAM_TILE_N, 16);
@@ -109,11 +115,13 @@ TEST(ConfigValidateDirect, MessagesCarryTheWherePrefix) {
   psa::Config c;
   c.block_n = 48;
   EXPECT_EQ(psa::validate_config(c, "A.attention_configs.b"), PSA_ERR_INVALID_CONFIG);
-  EXPECT_STREQ(psa_last_error_message(), "A.attention_configs.b.block_size.n = 48: allowed 32, 64, 128");
+  EXPECT_STREQ(psa_last_error_message(),
+               "A.attention_configs.b.block_size.n = 48: allowed 32, 64, 128");
   c.block_n = 64;
   c.tile_n = 128;
   EXPECT_EQ(psa::validate_config(c, "A.attention_configs.b"), PSA_ERR_INVALID_CONFIG);
-  EXPECT_TRUE(message_has("A.attention_configs.b.block_size.tile_n = 128")) << psa_last_error_message();
+  EXPECT_TRUE(message_has("A.attention_configs.b.block_size.tile_n = 128"))
+      << psa_last_error_message();
 }
 
 TEST(ConfigValidateDirect, ValuesTheSetCallsWouldRejectAreCaughtToo) {
@@ -130,7 +138,8 @@ TEST(ConfigValidateDirect, ValuesTheSetCallsWouldRejectAreCaughtToo) {
   c = psa::Config{};
   c.sample_divisor = 3;
   EXPECT_EQ(psa::validate_config(c, ""), PSA_ERR_INVALID_CONFIG);
-  EXPECT_TRUE(message_has("sample_divisor = 3: allowed 1, 2, 4, 8, 16")) << psa_last_error_message();
+  EXPECT_TRUE(message_has("sample_divisor = 3: allowed 1, 2, 4, 8, 16"))
+      << psa_last_error_message();
 
   c = psa::Config{};
   c.method = PSA_METHOD_RF_V2;

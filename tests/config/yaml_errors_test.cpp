@@ -58,8 +58,10 @@ std::string edited(const Edits& edits) {
       continue;
     }
     const size_t at = text.find(e.first);
-    if (at == std::string::npos) ADD_FAILURE() << "edit target not in the base YAML: " << e.first;
-    else text.replace(at, e.first.size(), e.second);
+    if (at == std::string::npos)
+      ADD_FAILURE() << "edit target not in the base YAML: " << e.first;
+    else
+      text.replace(at, e.first.size(), e.second);
   }
   return text;
 }
@@ -76,107 +78,203 @@ const std::string P = "M.attention_configs.p";
 
 std::vector<Case> cases() {
   return {
-      {"UnknownPresetKey", {{"      warmup_steps: 3\n", "      warmup_steps: 3\n      warmup: 4\n"}},
-       PSA_ERR_INVALID_CONFIG, {P + ".warmup: unknown key", "allowed:", "mask_ratios", "keep_recent"}},
-      {"UnknownModelKey", {{"  text_length: 0\n", "  text_length: 0\n  colour: red\n"}},
-       PSA_ERR_INVALID_CONFIG, {"M.colour: unknown key", "default_attention", "video_scale"}},
-      {"UnknownBlockSizeKey", {{"tile_n: 32", "tile: 32"}}, PSA_ERR_INVALID_CONFIG,
+      {"UnknownPresetKey",
+       {{"      warmup_steps: 3\n", "      warmup_steps: 3\n      warmup: 4\n"}},
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".warmup: unknown key", "allowed:", "mask_ratios", "keep_recent"}},
+      {"UnknownModelKey",
+       {{"  text_length: 0\n", "  text_length: 0\n  colour: red\n"}},
+       PSA_ERR_INVALID_CONFIG,
+       {"M.colour: unknown key", "default_attention", "video_scale"}},
+      {"UnknownBlockSizeKey",
+       {{"tile_n: 32", "tile: 32"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".block_size.tile: unknown key", "m, n, tile_n"}},
-      {"UnknownSimThresholdKey", {{"x4: 0.65", "x3: 0.65"}}, PSA_ERR_INVALID_CONFIG,
+      {"UnknownSimThresholdKey",
+       {{"x4: 0.65", "x3: 0.65"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".sim_thresholds.x3: unknown key", "x2, x4, x8"}},
-      {"IntNotANumber", {{"warmup_steps: 3", "warmup_steps: three"}}, PSA_ERR_INVALID_CONFIG,
+      {"IntNotANumber",
+       {{"warmup_steps: 3", "warmup_steps: three"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".warmup_steps = three", "expected an integer"}},
-      {"IntGivenAsFloat", {{"warmup_steps: 3", "warmup_steps: 3.5"}}, PSA_ERR_INVALID_CONFIG,
+      {"IntGivenAsFloat",
+       {{"warmup_steps: 3", "warmup_steps: 3.5"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".warmup_steps = 3.5", "expected an integer"}},
-      {"BlockSizeNotAMap", {{"      block_size:\n        m: 128\n        n: 64\n        tile_n: 32\n",
-                             "      block_size: 128\n"}},
-       PSA_ERR_INVALID_CONFIG, {P + ".block_size = 128", "map with keys m, n, tile_n"}},
-      {"BoolNotABool", {{"use_rearrange: true", "use_rearrange: maybe"}}, PSA_ERR_INVALID_CONFIG,
+      {"BlockSizeNotAMap",
+       {{"      block_size:\n        m: 128\n        n: 64\n        tile_n: 32\n",
+         "      block_size: 128\n"}},
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".block_size = 128", "map with keys m, n, tile_n"}},
+      {"BoolNotABool",
+       {{"use_rearrange: true", "use_rearrange: maybe"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".use_rearrange = maybe", "true or false"}},
-      {"RatioNotAPair", {{"2: [0.1, 0.15]", "2: 0.15"}}, PSA_ERR_INVALID_CONFIG,
+      {"RatioNotAPair",
+       {{"2: [0.1, 0.15]", "2: 0.15"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".mask_ratios.2 = 0.15", "[start, end]"}},
-      {"RatioEndAboveOne", {{"0: [0.35, 1.0]", "0: [0.35, 1.5]"}}, PSA_ERR_INVALID_CONFIG,
+      {"RatioEndAboveOne",
+       {{"0: [0.35, 1.0]", "0: [0.35, 1.5]"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".mask_ratios.0[1] = 1.5", "allowed [0, 1]"}},
-      {"RatioStartNegative", {{"1: [0.0, 0.1]", "1: [-0.2, 0.1]"}}, PSA_ERR_INVALID_CONFIG,
+      {"RatioStartNegative",
+       {{"1: [0.0, 0.1]", "1: [-0.2, 0.1]"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".mask_ratios.1[0] = -0.2", "allowed [0, 1]"}},
-      {"RatioEndsDecrease", {{"4: [0.15, 0.15]", "4: [0.15, 0.12]"}}, PSA_ERR_INVALID_CONFIG,
+      {"RatioEndsDecrease",
+       {{"4: [0.15, 0.15]", "4: [0.15, 0.12]"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".mask_ratios.4 = 0.12", "mask_ratios.2 = 0.15", "non-decreasing", "1, 2, 4, 8, 0"}},
-      {"RatioLevelMissing", {{"        8: [0.15, 0.35]\n", ""}}, PSA_ERR_INVALID_CONFIG,
+      {"RatioLevelMissing",
+       {{"        8: [0.15, 0.35]\n", ""}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".mask_ratios: level 8 missing", "given: 1, 2, 4, 0", "1, 2, 4, 8, 0"}},
       {"RatioLevelsMisordered",
        {{"        2: [0.1, 0.15]\n        4: [0.15, 0.15]\n",
          "        4: [0.15, 0.15]\n        2: [0.1, 0.15]\n"}},
-       PSA_ERR_INVALID_CONFIG, {P + ".mask_ratios: levels listed as 1, 4, 2, 8, 0", "1, 2, 4, 8, 0"}},
-      {"RatioUnknownLevel", {{"2: [0.1, 0.15]", "3: [0.1, 0.15]"}}, PSA_ERR_INVALID_CONFIG,
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".mask_ratios: levels listed as 1, 4, 2, 8, 0", "1, 2, 4, 8, 0"}},
+      {"RatioUnknownLevel",
+       {{"2: [0.1, 0.15]", "3: [0.1, 0.15]"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".mask_ratios.3: unknown key", "1, 2, 4, 8, 0"}},
-      {"RatioLevelStringKeyDuplicate", {{"        0: [0.35, 1.0]\n", "        0: [0.35, 1.0]\n        '0': [0.35, 1.0]\n"}},
-       PSA_ERR_INVALID_CONFIG, {P + ".mask_ratios.0: duplicate key"}},
+      {"RatioLevelStringKeyDuplicate",
+       {{"        0: [0.35, 1.0]\n", "        0: [0.35, 1.0]\n        '0': [0.35, 1.0]\n"}},
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".mask_ratios.0: duplicate key"}},
       {"MaskRatiosMissing",
-       {{"      mask_ratios:\n        1: [0.0, 0.1]\n        2: [0.1, 0.15]\n        4: [0.15, 0.15]\n"
-         "        8: [0.15, 0.35]\n        0: [0.35, 1.0]\n", ""}},
-       PSA_ERR_INVALID_CONFIG, {P + ".mask_ratios: missing", "type psa"}},
-      {"NewFormatWithSimMask", {{"use_sim_mask: false", "use_sim_mask: true"}}, PSA_ERR_INVALID_CONFIG,
+       {{"      mask_ratios:\n        1: [0.0, 0.1]\n        2: [0.1, 0.15]\n        4: [0.15, "
+         "0.15]\n"
+         "        8: [0.15, 0.35]\n        0: [0.35, 1.0]\n",
+         ""}},
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".mask_ratios: missing", "type psa"}},
+      {"NewFormatWithSimMask",
+       {{"use_sim_mask: false", "use_sim_mask: true"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".use_sim_mask = true", "old_mask_type", "attn_impl = new_mask_type"}},
-      {"OldFormatBlockN64", {{"attn_impl: new_mask_type", "attn_impl: old_mask_type"}},
-       PSA_ERR_INVALID_CONFIG, {P + ".block_size.n = 64", "old_mask_type allows only 128"}},
+      {"OldFormatBlockN64",
+       {{"attn_impl: new_mask_type", "attn_impl: old_mask_type"}},
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".block_size.n = 64", "old_mask_type allows only 128"}},
       {"OldFormatBlockM64",
-       {{"attn_impl: new_mask_type", "attn_impl: old_mask_type"}, {"m: 128\n        n: 64", "m: 64\n        n: 128"}},
-       PSA_ERR_INVALID_CONFIG, {P + ".block_size.m = 64", "old_mask_type allows only 128"}},
-      {"BlockNNotAllowed", {{"n: 64", "n: 48"}}, PSA_ERR_INVALID_CONFIG,
+       {{"attn_impl: new_mask_type", "attn_impl: old_mask_type"},
+        {"m: 128\n        n: 64", "m: 64\n        n: 128"}},
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".block_size.m = 64", "old_mask_type allows only 128"}},
+      {"BlockNNotAllowed",
+       {{"n: 64", "n: 48"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".block_size.n = 48: allowed 32, 64, 128"}},
-      {"BlockMNotAllowed", {{"m: 128", "m: 32"}}, PSA_ERR_INVALID_CONFIG,
+      {"BlockMNotAllowed",
+       {{"m: 128", "m: 32"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".block_size.m = 32: allowed 64, 128"}},
-      {"TileLargerThanBlock", {{"tile_n: 32", "tile_n: 128"}}, PSA_ERR_INVALID_CONFIG,
+      {"TileLargerThanBlock",
+       {{"tile_n: 32", "tile_n: 128"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".block_size.tile_n = 128", "block_size.n (64)"}},
-      {"UnknownMaskMode", {{"mask_mode: topk", "mask_mode: energybound"}}, PSA_ERR_INVALID_CONFIG,
+      {"UnknownMaskMode",
+       {{"mask_mode: topk", "mask_mode: energybound"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".mask_mode = energybound", "allowed topk, thresholdbound"}},
-      {"UnknownAttnImpl", {{"attn_impl: new_mask_type", "attn_impl: fancy"}}, PSA_ERR_INVALID_CONFIG,
+      {"UnknownAttnImpl",
+       {{"attn_impl: new_mask_type", "attn_impl: fancy"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".attn_impl = fancy", "allowed new_mask_type, old_mask_type"}},
-      {"UnknownRearrangeMethod", {{"rearrange_method: Gilbert", "rearrange_method: Hilbert"}},
-       PSA_ERR_INVALID_CONFIG, {P + ".rearrange_method = Hilbert", "Gilbert, STA, SemanticAware, Hybrid"}},
-      {"UnknownType", {{"type: psa", "type: sparse"}}, PSA_ERR_INVALID_CONFIG,
+      {"UnknownRearrangeMethod",
+       {{"rearrange_method: Gilbert", "rearrange_method: Hilbert"}},
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".rearrange_method = Hilbert", "Gilbert, STA, SemanticAware, Hybrid"}},
+      {"UnknownType",
+       {{"type: psa", "type: sparse"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".type = sparse", "allowed psa, dense, rf_v2, ada_bsa"}},
-      {"UnknownTextRule", {{"warmup_steps: 3", "text_rule: prefix"}}, PSA_ERR_INVALID_CONFIG,
+      {"UnknownTextRule",
+       {{"warmup_steps: 3", "text_rule: prefix"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".text_rule = prefix", "span, reference_suffix"}},
-      {"ReferenceSuffixNeedsOldFormat", {{"warmup_steps: 3", "text_rule: reference_suffix"}},
-       PSA_ERR_INVALID_CONFIG, {P + ".text_rule = reference_suffix", "old_mask_type"}},
+      {"ReferenceSuffixNeedsOldFormat",
+       {{"warmup_steps: 3", "text_rule: reference_suffix"}},
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".text_rule = reference_suffix", "old_mask_type"}},
       {"MissingVideoScale",
-       {{"  video_scale:\n    width_divisor: 16\n    height_divisor: 16\n    depth_divisor: 4\n", ""}},
-       PSA_ERR_INVALID_CONFIG, {"M.video_scale: missing", "width_divisor"}},
-      {"MissingDepthDivisor", {{"    depth_divisor: 4\n", ""}}, PSA_ERR_INVALID_CONFIG,
+       {{"  video_scale:\n    width_divisor: 16\n    height_divisor: 16\n    depth_divisor: 4\n",
+         ""}},
+       PSA_ERR_INVALID_CONFIG,
+       {"M.video_scale: missing", "width_divisor"}},
+      {"MissingDepthDivisor",
+       {{"    depth_divisor: 4\n", ""}},
+       PSA_ERR_INVALID_CONFIG,
        {"M.video_scale.depth_divisor: missing"}},
-      {"ZeroDivisor", {{"depth_divisor: 4", "depth_divisor: 0"}}, PSA_ERR_INVALID_CONFIG,
+      {"ZeroDivisor",
+       {{"depth_divisor: 4", "depth_divisor: 0"}},
+       PSA_ERR_INVALID_CONFIG,
        {"M.video_scale.depth_divisor = 0", "allowed [1, "}},
-      {"NegativeTextLength", {{"text_length: 0", "text_length: -5"}}, PSA_ERR_INVALID_CONFIG,
+      {"NegativeTextLength",
+       {{"text_length: 0", "text_length: -5"}},
+       PSA_ERR_INVALID_CONFIG,
        {"M.text_length = -5", "allowed [0, "}},
-      {"TileSizeWrongLength", {{"tile_size: [2, 8, 8]", "tile_size: [2, 8]"}}, PSA_ERR_INVALID_CONFIG,
+      {"TileSizeWrongLength",
+       {{"tile_size: [2, 8, 8]", "tile_size: [2, 8]"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".tile_size: expected [t, h, w]", "got a sequence"}},
-      {"TileSizeZero", {{"tile_size: [2, 8, 8]", "tile_size: [2, 0, 8]"}}, PSA_ERR_INVALID_CONFIG,
+      {"TileSizeZero",
+       {{"tile_size: [2, 8, 8]", "tile_size: [2, 0, 8]"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".tile_size[1] = 0", "allowed [1, "}},
-      {"SimThresholdOutOfRange", {{"x2: 0.7", "x2: 1.5"}}, PSA_ERR_INVALID_CONFIG,
+      {"SimThresholdOutOfRange",
+       {{"x2: 0.7", "x2: 1.5"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".sim_thresholds.x2 = 1.5", "allowed [-1, 1]"}},
-      {"DirectSimThresholdOutOfRange", {{"warmup_steps: 3", "sim_8x_threshold: -2"}},
-       PSA_ERR_INVALID_CONFIG, {P + ".sim_8x_threshold = -2", "allowed [-1, 1]"}},
-      {"SampleDivisorNotAllowed", {{"warmup_steps: 3", "sample_divisor: 3"}}, PSA_ERR_INVALID_CONFIG,
+      {"DirectSimThresholdOutOfRange",
+       {{"warmup_steps: 3", "sim_8x_threshold: -2"}},
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".sim_8x_threshold = -2", "allowed [-1, 1]"}},
+      {"SampleDivisorNotAllowed",
+       {{"warmup_steps: 3", "sample_divisor: 3"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".sample_divisor = 3: allowed 1, 2, 4, 8, 16"}},
-      {"DuplicateKey", {{"warmup_steps: 3\n", "warmup_steps: 3\n      warmup_steps: 4\n"}},
-       PSA_ERR_INVALID_CONFIG, {P + ".warmup_steps: duplicate key"}},
-      {"RfV2SparsityOne", {{"type: psa", "type: rf_v2\n      sparsity: 1.0"}, {"n: 64", "n: 128"}},
-       PSA_ERR_INVALID_CONFIG, {P + ".sparsity = 1", "allowed [0, 1)"}},
-      {"AdaBsaCdfZero", {{"type: psa", "type: ada_bsa\n      cdf_threshold: 0"}, {"n: 64", "n: 128"}},
-       PSA_ERR_INVALID_CONFIG, {P + ".cdf_threshold = 0", "allowed (0, 1]"}},
-      {"RfV2BlockN64", {{"type: psa", "type: rf_v2"}}, PSA_ERR_INVALID_CONFIG,
+      {"DuplicateKey",
+       {{"warmup_steps: 3\n", "warmup_steps: 3\n      warmup_steps: 4\n"}},
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".warmup_steps: duplicate key"}},
+      {"RfV2SparsityOne",
+       {{"type: psa", "type: rf_v2\n      sparsity: 1.0"}, {"n: 64", "n: 128"}},
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".sparsity = 1", "allowed [0, 1)"}},
+      {"AdaBsaCdfZero",
+       {{"type: psa", "type: ada_bsa\n      cdf_threshold: 0"}, {"n: 64", "n: 128"}},
+       PSA_ERR_INVALID_CONFIG,
+       {P + ".cdf_threshold = 0", "allowed (0, 1]"}},
+      {"RfV2BlockN64",
+       {{"type: psa", "type: rf_v2"}},
+       PSA_ERR_INVALID_CONFIG,
        {P + ".block_size.n = 64", "type rf_v2 allows only 128"}},
-      {"DefaultNamesMissingPreset", {{"default_attention: p", "default_attention: q"}},
-       PSA_ERR_INVALID_CONFIG, {"M.default_attention = q", "allowed d, p"}},
-      {"NoPresets", {{"*", "M:\n  video_scale: {width_divisor: 1, height_divisor: 1, depth_divisor: 1}\n"
-                            "  attention_configs: {}\n"}},
-       PSA_ERR_INVALID_CONFIG, {"M.attention_configs: empty", "at least one preset"}},
-      {"PresetNotAMap", {{"    d:\n      type: dense\n", "    d: dense\n"}}, PSA_ERR_INVALID_CONFIG,
-       {"M.attention_configs.d = dense", "expected a map of preset keys"}, "d"},
-      {"YamlSyntaxError", {{"mask_mode: topk\n", "mask_mode: topk: x\n"}}, PSA_ERR_YAML_PARSE,
+      {"DefaultNamesMissingPreset",
+       {{"default_attention: p", "default_attention: q"}},
+       PSA_ERR_INVALID_CONFIG,
+       {"M.default_attention = q", "allowed d, p"}},
+      {"NoPresets",
+       {{"*",
+         "M:\n  video_scale: {width_divisor: 1, height_divisor: 1, depth_divisor: 1}\n"
+         "  attention_configs: {}\n"}},
+       PSA_ERR_INVALID_CONFIG,
+       {"M.attention_configs: empty", "at least one preset"}},
+      {"PresetNotAMap",
+       {{"    d:\n      type: dense\n", "    d: dense\n"}},
+       PSA_ERR_INVALID_CONFIG,
+       {"M.attention_configs.d = dense", "expected a map of preset keys"},
+       "d"},
+      {"YamlSyntaxError",
+       {{"mask_mode: topk\n", "mask_mode: topk: x\n"}},
+       PSA_ERR_YAML_PARSE,
        {"<string>: line 25, column ", "illegal map value"}},
-      {"YamlUnclosedFlow", {{"tile_size: [2, 8, 8]", "tile_size: [2, 8, 8"}}, PSA_ERR_YAML_PARSE,
+      {"YamlUnclosedFlow",
+       {{"tile_size: [2, 8, 8]", "tile_size: [2, 8, 8"}},
+       PSA_ERR_YAML_PARSE,
        {"<string>: line ", ", column "}},
   };
 }
@@ -189,11 +287,13 @@ TEST_P(ConfigYamlError, LoadStringReportsPathValueAndAllowed) {
   psa_config* sentinel = reinterpret_cast<psa_config*>(0x1);
   psa_config* cfg = sentinel;
   EXPECT_EQ(psa_config_load_string(yaml.c_str(), "M", c.preset, &cfg), c.status)
-      << psa_last_error_message() << "\n--- YAML ---\n" << yaml;
+      << psa_last_error_message() << "\n--- YAML ---\n"
+      << yaml;
   EXPECT_EQ(cfg, sentinel) << "a failing load must leave out unchanged";
   EXPECT_EQ(psa_last_error_status(), c.status);
   const std::string msg = psa_last_error_message();
-  for (const std::string& s : c.expect) EXPECT_NE(msg.find(s), std::string::npos) << "want '" << s << "' in: " << msg;
+  for (const std::string& s : c.expect)
+    EXPECT_NE(msg.find(s), std::string::npos) << "want '" << s << "' in: " << msg;
 
   psa_catalog* cat = nullptr;
   EXPECT_EQ(psa_catalog_open_string(yaml.c_str(), &cat), c.status);
@@ -202,7 +302,9 @@ TEST_P(ConfigYamlError, LoadStringReportsPathValueAndAllowed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ConfigYamlError, testing::ValuesIn(cases()),
-                         [](const testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+                         [](const testing::TestParamInfo<Case>& info) {
+                           return std::string(info.param.name);
+                         });
 
 TEST(ConfigYamlLoad, BaseDocumentLoads) {
   psa_config* cfg = nullptr;
@@ -236,7 +338,8 @@ TEST(ConfigYamlLoad, MissingDefaultWithNullPresetIsNotFound) {
   psa_config* cfg = nullptr;
   EXPECT_EQ(psa_config_load_string(yaml.c_str(), "M", nullptr, &cfg), PSA_ERR_NOT_FOUND);
   EXPECT_NE(std::string(psa_last_error_message()).find("M.default_attention"), std::string::npos);
-  ASSERT_EQ(psa_config_load_string(yaml.c_str(), "M", "p", &cfg), PSA_OK) << psa_last_error_message();
+  ASSERT_EQ(psa_config_load_string(yaml.c_str(), "M", "p", &cfg), PSA_OK)
+      << psa_last_error_message();
   psa_config_destroy(cfg);
 }
 
@@ -245,11 +348,13 @@ TEST(ConfigYamlLoad, BrokenOtherPresetDoesNotStopLoadingThisOne) {
   std::string yaml = kBase;
   yaml.replace(yaml.find("type: dense"), 11, "type: dense\n      bogus: 1");
   psa_config* cfg = nullptr;
-  ASSERT_EQ(psa_config_load_string(yaml.c_str(), "M", "p", &cfg), PSA_OK) << psa_last_error_message();
+  ASSERT_EQ(psa_config_load_string(yaml.c_str(), "M", "p", &cfg), PSA_OK)
+      << psa_last_error_message();
   psa_config_destroy(cfg);
   psa_catalog* cat = nullptr;
   EXPECT_EQ(psa_catalog_open_string(yaml.c_str(), &cat), PSA_ERR_INVALID_CONFIG);
-  EXPECT_NE(std::string(psa_last_error_message()).find("M.attention_configs.d.bogus"), std::string::npos);
+  EXPECT_NE(std::string(psa_last_error_message()).find("M.attention_configs.d.bogus"),
+            std::string::npos);
 }
 
 TEST(ConfigYamlLoad, TopLevelMustBeAMap) {
@@ -265,9 +370,11 @@ TEST(ConfigYamlLoad, RatioKeysMayBeStringsAndDirectSimKeysWin) {
   yaml.replace(yaml.find("        1: "), 11, "        '1': ");
   yaml.replace(yaml.find("        8: "), 11, "        \"8\": ");
   // The direct key is listed before sim_thresholds and still wins.
-  yaml.replace(yaml.find("      sim_thresholds:"), 21, "      sim_2x_threshold: 0.25\n      sim_thresholds:");
+  yaml.replace(yaml.find("      sim_thresholds:"), 21,
+               "      sim_2x_threshold: 0.25\n      sim_thresholds:");
   psa_config* cfg = nullptr;
-  ASSERT_EQ(psa_config_load_string(yaml.c_str(), "M", "p", &cfg), PSA_OK) << psa_last_error_message();
+  ASSERT_EQ(psa_config_load_string(yaml.c_str(), "M", "p", &cfg), PSA_OK)
+      << psa_last_error_message();
   double v = 0;
   ASSERT_EQ(psa_config_get_double(cfg, PSA_PARAM_SIM_THRESHOLD_X2, &v), PSA_OK);
   EXPECT_EQ(v, 0.25);
@@ -309,17 +416,28 @@ TEST(ConfigYamlLoad, AbsentKeysTakeLoaderDefaults) {
       "  video_scale: {width_divisor: 8, height_divisor: 8, depth_divisor: 2}\n"
       "  attention_configs:\n"
       "    minimal:\n"
-      "      mask_ratios: {1: [0, 0.2], 2: [0.2, 0.3], 4: [0.3, 0.4], 8: [0.4, 0.5], 0: [0.5, 1]}\n";
+      "      mask_ratios: {1: [0, 0.2], 2: [0.2, 0.3], 4: [0.3, 0.4], 8: [0.4, 0.5], 0: [0.5, "
+      "1]}\n";
   psa_config* cfg = nullptr;
-  ASSERT_EQ(psa_config_load_string(yaml, "Only", "minimal", &cfg), PSA_OK) << psa_last_error_message();
+  ASSERT_EQ(psa_config_load_string(yaml, "Only", "minimal", &cfg), PSA_OK)
+      << psa_last_error_message();
   int64_t v = -1;
   const std::pair<psa_param, int64_t> expect[] = {
-      {PSA_PARAM_METHOD, PSA_METHOD_PSA}, {PSA_PARAM_BLOCK_M, 128}, {PSA_PARAM_BLOCK_N, 128},
-      {PSA_PARAM_TILE_N, 32}, {PSA_PARAM_MASK_MODE, PSA_MASK_MODE_THRESHOLDBOUND},
-      {PSA_PARAM_MASK_FORMAT, PSA_MASK_FORMAT_SEGMENTS}, {PSA_PARAM_USE_SIM_MASK, 0},
-      {PSA_PARAM_USE_REARRANGE, 1}, {PSA_PARAM_REARRANGE_METHOD, PSA_REARRANGE_GILBERT},
-      {PSA_PARAM_WARMUP_STEPS, 0}, {PSA_PARAM_TEXT_LENGTH, 0}, {PSA_PARAM_WIDTH_DIVISOR, 8},
-      {PSA_PARAM_DEPTH_DIVISOR, 2}, {PSA_PARAM_CALLS_PER_STEP, 1}, {PSA_PARAM_SAMPLE_DIVISOR, 4}};
+      {PSA_PARAM_METHOD, PSA_METHOD_PSA},
+      {PSA_PARAM_BLOCK_M, 128},
+      {PSA_PARAM_BLOCK_N, 128},
+      {PSA_PARAM_TILE_N, 32},
+      {PSA_PARAM_MASK_MODE, PSA_MASK_MODE_THRESHOLDBOUND},
+      {PSA_PARAM_MASK_FORMAT, PSA_MASK_FORMAT_SEGMENTS},
+      {PSA_PARAM_USE_SIM_MASK, 0},
+      {PSA_PARAM_USE_REARRANGE, 1},
+      {PSA_PARAM_REARRANGE_METHOD, PSA_REARRANGE_GILBERT},
+      {PSA_PARAM_WARMUP_STEPS, 0},
+      {PSA_PARAM_TEXT_LENGTH, 0},
+      {PSA_PARAM_WIDTH_DIVISOR, 8},
+      {PSA_PARAM_DEPTH_DIVISOR, 2},
+      {PSA_PARAM_CALLS_PER_STEP, 1},
+      {PSA_PARAM_SAMPLE_DIVISOR, 4}};
   for (const auto& e : expect) {
     ASSERT_EQ(psa_config_get_int(cfg, e.first, &v), PSA_OK);
     EXPECT_EQ(v, e.second) << "param " << e.first;

@@ -206,12 +206,18 @@ class CpuBackend final : public Backend {
             c.stage_ms[PSA_STAGE_ATTENTION] += ms_since(t0);
           } else {
             t0 = Clock::now();
-            sample_offsets(static_cast<uint64_t>(cfg.seed), b, h, kSampleQuery,
-                           static_cast<int32_t>(plan.block_m), static_cast<int32_t>(plan.q_samples),
-                           s.shuffle, s.q_off);
-            sample_offsets(static_cast<uint64_t>(cfg.seed), b, h, kSampleKey,
-                           static_cast<int32_t>(plan.block_n), static_cast<int32_t>(plan.k_samples),
-                           s.shuffle, s.k_off);
+            if (a.q_offsets != nullptr) {
+              const int64_t bh = b * pb.heads_q + h;
+              std::memcpy(s.q_off, a.q_offsets + bh * plan.q_samples, sizeof(int32_t) * plan.q_samples);
+              std::memcpy(s.k_off, a.k_offsets + bh * plan.k_samples, sizeof(int32_t) * plan.k_samples);
+            } else {
+              sample_offsets(static_cast<uint64_t>(cfg.seed), b, h, kSampleQuery,
+                             static_cast<int32_t>(plan.block_m), static_cast<int32_t>(plan.q_samples),
+                             s.shuffle, s.q_off);
+              sample_offsets(static_cast<uint64_t>(cfg.seed), b, h, kSampleKey,
+                             static_cast<int32_t>(plan.block_n), static_cast<int32_t>(plan.k_samples),
+                             s.shuffle, s.k_off);
+            }
             importance_cpu(s.q, lq, s.k, lk, d, plan.block_m, plan.block_n, s.q_off,
                            static_cast<int32_t>(plan.q_samples), s.k_off,
                            static_cast<int32_t>(plan.k_samples), plan.scale, s.scores);

@@ -1,0 +1,63 @@
+// backend/cuda/cuda_workspace.h -- CUDA backend, plan layer: where each intermediate of a
+// forward lives in the caller's workspace (byte offsets, 256-byte aligned). Host-only, no
+// CUDA includes; computed once per plan by CudaBackend::prepare.
+#pragma once
+#include <cstdint>
+
+#include "config/config.h"
+#include "context/plan.h"
+
+namespace psa {
+
+struct CudaWorkspaceLayout {
+  // Rearranged contiguous copies [B, H, L, D] in the input dtype (also the fallback for
+  // dense inputs whose rows are not 16-byte aligned).
+  uint64_t q = 0, k = 0, v = 0;
+  // Sparse forward only (0 = absent when `sparse` is false).
+  uint64_t k_pooled[3] = {0, 0, 0}, v_pooled[3] = {0, 0, 0};  // levels 2, 4, 8
+  uint64_t q_off = 0, k_off = 0;  // int32 [B*Hq, samples]
+  uint64_t scores = 0;            // fp32 [B*Hq, Mq, Nk]
+  uint64_t cap = 0;               // int8 [B*Hkv, Nk] (use_sim_mask)
+  uint64_t levels = 0;            // int8 [B*Hq, Mq, Nk]
+  uint64_t wl_blocks = 0;         // int32 [B*Hq*Mq, Nk]
+  uint64_t wl_count = 0;          // int32 [B*Hq*Mq, 4]
+  uint64_t total = 0;
+  bool sparse = false;
+};
+
+inline CudaWorkspaceLayout cuda_workspace_layout(const Config& cfg, const Plan& plan) {
+  CudaWorkspaceLayout w;
+  const Problem& pb = plan.problem;
+  const uint64_t es = 2, d = static_cast<uint64_t>(pb.head_dim);
+  uint64_t used = 0;
+  auto take = [&used](uint64_t bytes) {
+    const uint64_t at = (used + 255) & ~uint64_t{255};
+    used = at + bytes;
+    return at;
+  };
+  const uint64_t bq = static_cast<uint64_t>(pb.batch * pb.heads_q);
+  const uint64_t bkv = static_cast<uint64_t>(pb.batch * pb.heads_kv);
+  w.q = take(bq * static_cast<uint64_t>(pb.len_q) * d * es);
+  w.k = take(bkv * static_cast<uint64_t>(pb.len_k) * d * es);
+  w.v = take(bkv * static_cast<uint64_t>(pb.len_k) * d * es);
+  w.sparse = cfg.method != PSA_METHOD_DENSE;
+  if (w.sparse) {
+    const uint64_t mq = static_cast<uint64_t>(plan.q_blocks), nk = static_cast<uint64_t>(plan.k_blocks);
+    const uint64_t padded = nk * static_cast<uint64_t>(plan.block_n);
+    for (int l = 0; l < 3; ++l) {
+      w.k_pooled[l] = take(bkv * (padded >> (l + 1)) * d * es);
+      w.v_pooled[l] = take(bkv * (padded >> (l + 1)) * d * es);
+    }
+    w.q_off = take(bq * static_cast<uint64_t>(plan.q_samples) * 4);
+    w.k_off = take(bq * static_cast<uint64_t>(plan.k_samples) * 4);
+    w.scores = take(bq * mq * nk * 4);
+    if (cfg.use_sim_mask) w.cap = take(bkv * nk);
+    w.levels = take(bq * mq * nk);
+    w.wl_blocks = take(bq * mq * nk * 4);
+    w.wl_count = take(bq * mq * 4 * 4);
+  }
+  w.total = (used + 255) & ~uint64_t{255};
+  return w;
+}
+
+}  // namespace psa

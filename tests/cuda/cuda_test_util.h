@@ -1,0 +1,152 @@
+// tests/cuda/cuda_test_util.h -- helpers shared by the GPU tests: skip without a device,
+// device buffers, 16-bit host tensors, random and video-like inputs, error metrics.
+// Test-only; every test that touches the GPU starts with PSA_REQUIRE_GPU().
+#pragma once
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "psa.h"
+
+#define PSA_REQUIRE_GPU()                                                        \
+  do {                                                                           \
+    int psa_n_dev_ = 0;                                                          \
+    if (cudaGetDeviceCount(&psa_n_dev_) != cudaSuccess || psa_n_dev_ == 0) {     \
+      (void)cudaGetLastError();                                                  \
+      GTEST_SKIP() << "no CUDA device";                                          \
+    }                                                                            \
+  } while (0)
+
+#define PSA_CUDA_OK(call) ASSERT_EQ(cudaSuccess, (call)) << cudaGetErrorString(cudaGetLastError())
+#define PSA_OK_MSG(call) ASSERT_EQ(PSA_OK, (call)) << psa_last_error_message()
+
+namespace psa {
+namespace test {
+
+template <typename T>
+class DevBuf {
+ public:
+  DevBuf() = default;
+  explicit DevBuf(size_t n) { alloc(n); }
+  explicit DevBuf(const std::vector<T>& host) {
+    alloc(host.size());
+    upload(host);
+  }
+  ~DevBuf() {
+    if (p_) cudaFree(p_);
+  }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  void alloc(size_t n) {
+    if (p_) cudaFree(p_);
+    n_ = n;
+    p_ = nullptr;
+    if (n > 0) cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T));
+  }
+  void upload(const std::vector<T>& host) {
+    cudaMemcpy(p_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  std::vector<T> download() const {
+    std::vector<T> h(n_);
+    cudaDeviceSynchronize();
+    if (n_) cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return h;
+  }
+  // Fills every byte with `byte` (poison before a kernel that must write everything).
+  void fill_bytes(int byte) {
+    if (n_) cudaMemset(p_, byte, n_ * sizeof(T));
+  }
+  T* get() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+inline uint16_t to16(float f, psa_dtype dt) {
+  return dt == PSA_DTYPE_F16 ? float_to_half(f) : float_to_bf16(f);
+}
+inline float from16(uint16_t h, psa_dtype dt) {
+  return dt == PSA_DTYPE_F16 ? half_to_float(h) : bf16_to_float(h);
+}
+inline float round16(float f, psa_dtype dt) { return from16(to16(f, dt), dt); }
+
+// 16-bit tensor plus the exact fp32 values it holds.
+struct Tensor16 {
+  std::vector<uint16_t> bits;
+  std::vector<float> f;
+};
+
+inline Tensor16 make_random(size_t n, psa_dtype dt, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  Tensor16 t;
+  t.bits.resize(n);
+  t.f.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    t.bits[i] = to16(nd(gen), dt);
+    t.f[i] = from16(t.bits[i], dt);
+  }
+  return t;
+}
+
+// Video-like [heads, len, d]: a smooth function of the token position (neighbouring tokens
+// are similar, as latent video patches are) plus a little noise.
+inline Tensor16 make_video_like(int64_t heads, int64_t len, int64_t d, psa_dtype dt, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> ud(0.0f, 6.2831853f);
+  std::normal_distribution<float> nd(0.0f, 0.15f);
+  std::vector<float> freq(static_cast<size_t>(heads * d)), phase(static_cast<size_t>(heads * d));
+  for (size_t i = 0; i < freq.size(); ++i) {
+    freq[i] = 0.002f + 0.05f * ud(gen) / 6.2831853f;
+    phase[i] = ud(gen);
+  }
+  Tensor16 t;
+  t.bits.resize(static_cast<size_t>(heads * len * d));
+  t.f.resize(t.bits.size());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t x = 0; x < len; ++x)
+      for (int64_t c = 0; c < d; ++c) {
+        const size_t i = static_cast<size_t>((h * len + x) * d + c);
+        const float v = 1.5f * std::sin(freq[h * d + c] * static_cast<float>(x) + phase[h * d + c]) + nd(gen);
+        t.bits[i] = to16(v, dt);
+        t.f[i] = from16(t.bits[i], dt);
+      }
+  return t;
+}
+
+inline double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - ref[i];
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& ref) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - ref[i]);
+    if (!(d <= m)) m = d;  // NaN propagates as a failure
+  }
+  return m;
+}
+
+inline bool all_finite(const std::vector<float>& a) {
+  for (float x : a)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+}  // namespace test
+}  // namespace psa

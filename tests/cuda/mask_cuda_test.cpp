@@ -1,0 +1,328 @@
+// tests/cuda/mask_cuda_test.cpp -- mask stage on the GPU: given the CPU's scores (and cap)
+// the GPU level map is IDENTICAL to build_mask_row + postprocess_levels for every mode,
+// block/tile pair, causal, text rule and the similarity cap; the GPU cap equals sim_cap_row;
+// the work list is an exact compaction; with each side's own scores the disagreement rate
+// is reported.
+#include <map>
+
+#include "cuda/importance/importance_cuda.h"
+#include "cuda/mask/mask_cuda.h"
+#include "cuda_test_util.h"
+#include "importance/importance.h"
+#include "importance/importance_spec.h"
+#include "mask/mask.h"
+
+namespace psa {
+namespace {
+
+using test::DevBuf;
+
+struct MaskCase {
+  psa_mask_mode mode;
+  int64_t bm, bn, tn;
+  int64_t B, Hq, Hkv, Lq, Lk;
+  bool causal;
+  psa_text_rule rule;
+  bool rows_dense;
+  int64_t text_begin, text_end;
+  bool sim;
+  double ratio[5];
+  int quantize;  // > 0: scores rounded to multiples of 1/quantize (many ties)
+};
+
+// Host pipeline of the CPU backend for one (b, h) row set.
+std::vector<int8_t> cpu_levels(const MaskCase& c, const std::vector<float>& scores,
+                               const std::vector<int8_t>& caps) {
+  const int64_t mq = (c.Lq + c.bm - 1) / c.bm, nk = (c.Lk + c.bn - 1) / c.bn;
+  Config cfg;
+  cfg.mask_mode = c.mode;
+  cfg.block_n = c.bn;
+  cfg.tile_n = c.tn;
+  std::copy(c.ratio, c.ratio + 5, cfg.ratio_end);
+  const MaskRowParams rp = mask_row_params(cfg);
+  std::vector<int8_t> out(scores.size());
+  std::vector<int32_t> order(static_cast<size_t>(nk));
+  for (int64_t bh = 0; bh < c.B * c.Hq; ++bh) {
+    int8_t* lv = out.data() + bh * mq * nk;
+    for (int64_t i = 0; i < mq; ++i) {
+      int8_t* row = lv + i * nk;
+      const int64_t n = c.causal ? causal_visible_blocks(i, c.bm, c.bn, c.Lq, c.Lk) : nk;
+      std::fill(row, row + nk, int8_t{0});
+      if (n > 0) build_mask_row(scores.data() + (bh * mq + i) * nk, n, rp, row, order.data(), nullptr);
+    }
+    MaskPostParams post;
+    post.block_m = c.bm;
+    post.block_n = c.bn;
+    post.lq = c.Lq;
+    post.lk = c.Lk;
+    post.causal = c.causal;
+    post.text_rule = c.rule;
+    post.text_rows_dense = c.rows_dense;
+    post.text_begin = c.text_begin;
+    post.text_end = c.text_end;
+    const int64_t b = bh / c.Hq, h = bh % c.Hq;
+    post.sim_cap = c.sim ? caps.data() + (b * c.Hkv + h / (c.Hq / c.Hkv)) * nk : nullptr;
+    postprocess_levels(lv, mq, nk, post);
+  }
+  return out;
+}
+
+gpu::LevelArgs level_args(const MaskCase& c) {
+  gpu::LevelArgs a;
+  a.batch = c.B;
+  a.heads_q = c.Hq;
+  a.heads_kv = c.Hkv;
+  a.mq = (c.Lq + c.bm - 1) / c.bm;
+  a.nk = (c.Lk + c.bn - 1) / c.bn;
+  a.block_m = c.bm;
+  a.block_n = c.bn;
+  a.tile_n = c.tn;
+  a.len_q = c.Lq;
+  a.len_k = c.Lk;
+  a.mode = c.mode;
+  std::copy(c.ratio, c.ratio + 5, a.ratio_end);
+  a.causal = c.causal;
+  a.text_rule = c.rule;
+  a.text_rows_dense = c.rows_dense;
+  a.text_begin = c.text_begin;
+  a.text_end = c.text_end;
+  return a;
+}
+
+// Padded fp32 keys of every kv head -> caps via sim_cap_row (the CPU backend's path).
+std::vector<int8_t> cpu_caps(const test::Tensor16& k, int64_t heads, int64_t lk, int64_t d, int64_t bn,
+                             const double th[3]) {
+  const int64_t nk = (lk + bn - 1) / bn;
+  std::vector<int8_t> caps(static_cast<size_t>(heads * nk));
+  std::vector<float> pad(static_cast<size_t>(nk * bn * d));
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t t = 0; t < nk * bn; ++t)
+      std::copy_n(k.f.data() + (h * lk + std::min(t, lk - 1)) * d, d, pad.data() + t * d);
+    sim_cap_row(pad.data(), nk, bn, d, th, caps.data() + h * nk);
+  }
+  return caps;
+}
+
+void run_mask_case(const MaskCase& c, uint32_t seed) {
+  const int64_t mq = (c.Lq + c.bm - 1) / c.bm, nk = (c.Lk + c.bn - 1) / c.bn, d = 64;
+  std::mt19937 gen(seed);
+  std::exponential_distribution<float> ed(1.0f);
+  std::vector<float> scores(static_cast<size_t>(c.B * c.Hq * mq * nk));
+  for (auto& s : scores) {
+    s = ed(gen);
+    if (c.quantize > 0) s = std::floor(s * c.quantize) / c.quantize;
+  }
+  const double th[3] = {0.7, 0.65, 0.6};
+  test::Tensor16 k = test::make_video_like(c.B * c.Hkv, c.Lk, d, PSA_DTYPE_BF16, seed + 1);
+  std::vector<int8_t> caps;
+  DevBuf<int8_t> dcap;
+  if (c.sim) {
+    caps = cpu_caps(k, c.B * c.Hkv, c.Lk, d, c.bn, th);
+    DevBuf<uint16_t> dk(k.bits);
+    dcap.alloc(caps.size());
+    gpu::SimCapArgs sa;
+    sa.dtype = PSA_DTYPE_BF16;
+    sa.k = dk.get();
+    sa.heads = c.B * c.Hkv;
+    sa.len_k = c.Lk;
+    sa.head_dim = d;
+    sa.n_blocks = nk;
+    sa.block_n = c.bn;
+    std::copy(th, th + 3, sa.threshold);
+    sa.cap = dcap.get();
+    ASSERT_EQ(PSA_OK, gpu::sim_cap_cuda(sa, nullptr)) << psa_last_error_message();
+    ASSERT_EQ(caps, dcap.download()) << "similarity cap differs from sim_cap_row";
+  }
+  const std::vector<int8_t> want = cpu_levels(c, scores, caps);
+  DevBuf<float> ds(scores);
+  DevBuf<int8_t> dl(scores.size());
+  dl.fill_bytes(0x7f);
+  gpu::LevelArgs a = level_args(c);
+  a.scores = ds.get();
+  a.cap = c.sim ? dcap.get() : nullptr;
+  a.levels = dl.get();
+  ASSERT_EQ(PSA_OK, gpu::build_levels_cuda(a, nullptr)) << psa_last_error_message();
+  const std::vector<int8_t> got = dl.download();
+  int64_t diff = 0;
+  for (size_t e = 0; e < got.size(); ++e) diff += got[e] != want[e];
+  EXPECT_EQ(0, diff) << "mode=" << c.mode << " bn=" << c.bn << " tn=" << c.tn << " causal=" << c.causal
+                     << " rule=" << c.rule << " sim=" << c.sim << " nk=" << nk;
+
+  // Work list: exact compaction and level counts.
+  DevBuf<int32_t> wl(got.size()), wc(static_cast<size_t>(c.B * c.Hq * mq * 4));
+  DevBuf<unsigned long long> stats(std::vector<unsigned long long>(5, 0));
+  gpu::WorklistArgs wa;
+  wa.levels = dl.get();
+  wa.rows = c.B * c.Hq * mq;
+  wa.nk = nk;
+  wa.blocks = wl.get();
+  wa.count = wc.get();
+  wa.stats = stats.get();
+  ASSERT_EQ(PSA_OK, gpu::build_worklist_cuda(wa, nullptr)) << psa_last_error_message();
+  const std::vector<int32_t> gw = wl.download(), gc = wc.download();
+  const std::vector<unsigned long long> gst = stats.download();
+  unsigned long long want_stats[5] = {0, 0, 0, 0, 0};
+  for (int64_t r = 0; r < wa.rows; ++r) {
+    int64_t pos = 0;
+    for (int li = 0; li < 4; ++li) {
+      int64_t cnt = 0;
+      for (int64_t j = 0; j < nk; ++j)
+        if (want[static_cast<size_t>(r * nk + j)] == (1 << li)) {
+          ASSERT_EQ(j, gw[static_cast<size_t>(r * nk + pos + cnt)]) << "row " << r << " level " << (1 << li);
+          ++cnt;
+        }
+      ASSERT_EQ(cnt, gc[static_cast<size_t>(r * 4 + li)]);
+      want_stats[li] += static_cast<unsigned long long>(cnt);
+      pos += cnt;
+    }
+    want_stats[4] += static_cast<unsigned long long>(nk - pos);
+  }
+  for (int s = 0; s < 5; ++s) EXPECT_EQ(want_stats[s], gst[s]) << "slot " << s;
+}
+
+TEST(CudaMask, LevelsIdenticalGivenCpuScores) {
+  PSA_REQUIRE_GPU();
+  const double balanced[5] = {0.4, 0.5, 0.6, 0.8, 1.0};
+  const double topk[5] = {0.1, 0.15, 0.15, 0.35, 1.0};
+  const double partial[5] = {0.05, 0.1, 0.15, 0.25, 0.9};
+  const int64_t bt[5][2] = {{128, 32}, {64, 32}, {32, 32}, {128, 64}, {128, 16}};
+  int cases = 0;
+  uint32_t seed = 100;
+  for (psa_mask_mode mode : {PSA_MASK_MODE_TOPK, PSA_MASK_MODE_THRESHOLDBOUND})
+    for (const auto& p : bt)
+      for (bool causal : {false, true})
+        for (int text = 0; text < 4; ++text) {
+          MaskCase c{};
+          c.mode = mode;
+          c.bm = text == 3 ? 64 : 128;
+          c.bn = p[0];
+          c.tn = p[1];
+          c.B = 2;
+          c.Hq = 2;
+          c.Hkv = text == 2 ? 1 : 2;
+          c.Lk = 40 * c.bn + 17;
+          c.Lq = causal && text == 1 ? c.Lk - 300 : c.Lk;
+          c.causal = causal;
+          c.rule = text == 2 ? PSA_TEXT_RULE_REFERENCE_SUFFIX : PSA_TEXT_RULE_SPAN;
+          c.rows_dense = text == 3;
+          c.text_begin = text == 0 ? 0 : c.Lk - 150;
+          c.text_end = text == 0 ? 0 : c.Lk;
+          c.sim = text >= 2 && !causal;
+          const double* r = mode == PSA_MASK_MODE_TOPK ? (text == 1 ? partial : topk) : balanced;
+          std::copy(r, r + 5, c.ratio);
+          c.quantize = (cases % 3 == 0) ? 16 : 0;
+          run_mask_case(c, seed++);
+          ++cases;
+          if (HasFatalFailure()) return;
+        }
+  std::printf("[mask] %d configurations: GPU level maps identical to the CPU's\n", cases);
+}
+
+TEST(CudaMask, LargeRowsAndTies) {
+  PSA_REQUIRE_GPU();
+  MaskCase c{};
+  c.mode = PSA_MASK_MODE_THRESHOLDBOUND;
+  c.bm = 128;
+  c.bn = 32;
+  c.tn = 32;
+  c.B = 1;
+  c.Hq = 2;
+  c.Hkv = 2;
+  c.Lk = 32 * 3000 + 5;  // 3001 key blocks: the sort spans many threads' strides
+  c.Lq = 128 * 3;
+  c.rule = PSA_TEXT_RULE_SPAN;
+  const double r[5] = {0.5, 0.6, 0.6, 0.8, 1.0};
+  std::copy(r, r + 5, c.ratio);
+  c.quantize = 8;
+  run_mask_case(c, 7);
+  c.mode = PSA_MASK_MODE_TOPK;
+  c.quantize = 0;
+  c.causal = true;
+  c.Lq = c.Lk;
+  c.Lk = 32 * 700;
+  c.Lq = c.Lk;
+  run_mask_case(c, 8);
+}
+
+// With each side computing its own scores: the full importance -> mask path.
+TEST(CudaMask, DisagreementWithOwnScores) {
+  PSA_REQUIRE_GPU();
+  const int64_t B = 1, Hq = 4, Hkv = 2, L = 4096 + 77, D = 64, bm = 128, bn = 64;
+  const int64_t mq = (L + bm - 1) / bm, nk = (L + bn - 1) / bn;
+  const int32_t qs = 32, ks = 16;
+  for (psa_mask_mode mode : {PSA_MASK_MODE_TOPK, PSA_MASK_MODE_THRESHOLDBOUND}) {
+    test::Tensor16 q = test::make_video_like(B * Hq, L, D, PSA_DTYPE_BF16, 31u);
+    test::Tensor16 k = test::make_video_like(B * Hkv, L, D, PSA_DTYPE_BF16, 32u);
+    DevBuf<uint16_t> dq(q.bits), dk(k.bits);
+    DevBuf<int32_t> qoff(static_cast<size_t>(B * Hq * qs)), koff(static_cast<size_t>(B * Hq * ks));
+    DevBuf<float> ds(static_cast<size_t>(B * Hq * mq * nk));
+    DevBuf<int8_t> dl(ds.size());
+    gpu::OffsetArgs oa;
+    oa.seed = 42;
+    oa.batch = B;
+    oa.heads_q = Hq;
+    oa.block_m = bm;
+    oa.q_count = qs;
+    oa.block_n = bn;
+    oa.k_count = ks;
+    oa.q_off = qoff.get();
+    oa.k_off = koff.get();
+    ASSERT_EQ(PSA_OK, gpu::sample_offsets_cuda(oa, nullptr));
+    gpu::ScoreArgs sa;
+    sa.q = dq.get();
+    sa.k = dk.get();
+    sa.batch = B;
+    sa.heads_q = Hq;
+    sa.heads_kv = Hkv;
+    sa.len_q = L;
+    sa.len_k = L;
+    sa.head_dim = D;
+    sa.block_m = bm;
+    sa.block_n = bn;
+    sa.q_off = qoff.get();
+    sa.k_off = koff.get();
+    sa.q_count = qs;
+    sa.k_count = ks;
+    sa.scale = 0.125f;
+    sa.scores = ds.get();
+    ASSERT_EQ(PSA_OK, gpu::block_scores_cuda(sa, nullptr)) << psa_last_error_message();
+    MaskCase c{};
+    c.mode = mode;
+    c.bm = bm;
+    c.bn = bn;
+    c.tn = 32;
+    c.B = B;
+    c.Hq = Hq;
+    c.Hkv = Hkv;
+    c.Lq = L;
+    c.Lk = L;
+    const double r[5] = {0.1, 0.15, 0.15, 0.35, 1.0};
+    const double rb[5] = {0.4, 0.5, 0.6, 0.8, 1.0};
+    std::copy(mode == PSA_MASK_MODE_TOPK ? r : rb, (mode == PSA_MASK_MODE_TOPK ? r : rb) + 5, c.ratio);
+    gpu::LevelArgs la = level_args(c);
+    la.scores = ds.get();
+    la.levels = dl.get();
+    ASSERT_EQ(PSA_OK, gpu::build_levels_cuda(la, nullptr)) << psa_last_error_message();
+    const std::vector<int8_t> got = dl.download();
+    // CPU: its own offsets and scores.
+    std::vector<float> scores(ds.size());
+    std::vector<int32_t> scratch(256), hq(qs), hk(ks);
+    for (int64_t h = 0; h < Hq; ++h) {
+      sample_offsets(42, 0, h, kSampleQuery, bm, qs, scratch.data(), hq.data());
+      sample_offsets(42, 0, h, kSampleKey, bn, ks, scratch.data(), hk.data());
+      importance_cpu(q.f.data() + h * L * D, L, k.f.data() + (h / 2) * L * D, L, D, bm, bn, hq.data(), qs,
+                     hk.data(), ks, 0.125f, scores.data() + h * mq * nk);
+    }
+    const std::vector<int8_t> want = cpu_levels(c, scores, {});
+    int64_t diff = 0;
+    for (size_t e = 0; e < got.size(); ++e) diff += got[e] != want[e];
+    const double rate = static_cast<double>(diff) / static_cast<double>(got.size());
+    std::printf("[mask] own scores, %s: %lld of %zu block levels differ (%.4f%%)\n",
+                mode == PSA_MASK_MODE_TOPK ? "topk" : "thresholdbound", static_cast<long long>(diff),
+                got.size(), 100.0 * rate);
+    EXPECT_LE(rate, 0.005);
+  }
+}
+
+}  // namespace
+}  // namespace psa

@@ -1,0 +1,77 @@
+// tests/methods/method_test_util.h -- helpers for the rf_v2 / ada_bsa mask tests: plan a
+// self-attention shape the way a context does, and run build_method_levels on one head.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "context/context.h"
+#include "methods/methods.h"
+
+namespace psa_test {
+
+inline psa::Config method_config(psa_method m, double sparsity) {
+  psa::Config c;
+  c.method = m;
+  c.block_m = 128;
+  c.block_n = 128;
+  c.sparsity = sparsity;
+  return c;
+}
+
+inline psa::VideoGeometry grid(int64_t t, int64_t h, int64_t w, int64_t text = 0,
+                               psa_text_position pos = PSA_TEXT_FIRST) {
+  psa::VideoGeometry g;
+  g.set = true;
+  g.t = t;
+  g.h = h;
+  g.w = w;
+  g.text_length = text;
+  g.text_position = text > 0 ? pos : PSA_TEXT_NONE;
+  return g;
+}
+
+inline psa::Plan plan_for(const psa::Config& cfg, const psa::VideoGeometry& geo, int64_t len,
+                          int64_t d, double scale = 0.0) {
+  psa::Config c = cfg;
+  c.scale = scale;
+  psa::Problem pb;
+  pb.batch = 1;
+  pb.heads_q = pb.heads_kv = 1;
+  pb.len_q = pb.len_k = len;
+  pb.head_dim = d;
+  pb.dtype = PSA_DTYPE_F32;
+  psa::Plan plan;
+  const psa_status st = psa::make_plan(c, geo, pb, &plan);
+  EXPECT_EQ(st, PSA_OK) << psa_last_error_message();
+  return plan;
+}
+
+// Level map [nb, nb] of one head; q, k already in the plan's token order.
+inline std::vector<int8_t> levels_of(const psa::Config& cfg, const psa::Plan& plan,
+                                     const std::vector<float>& q, const std::vector<float>& k,
+                                     psa_status* status = nullptr) {
+  std::vector<float> scratch(static_cast<size_t>(psa::method_scratch_floats(cfg, plan)));
+  std::vector<int8_t> lv(static_cast<size_t>(plan.q_blocks * plan.k_blocks), -1);
+  const psa_status st = psa::build_method_levels(cfg, plan, q.data(), k.data(), scratch.data(), lv.data());
+  if (status) {
+    *status = st;
+  } else {
+    EXPECT_EQ(st, PSA_OK) << psa_last_error_message();
+  }
+  return lv;
+}
+
+// "1101/0110/..." rows of a level map, for readable expectations.
+inline std::string mask_string(const std::vector<int8_t>& lv, int64_t nb) {
+  std::string s;
+  for (int64_t i = 0; i < nb; ++i) {
+    if (i) s += '/';
+    for (int64_t j = 0; j < nb; ++j) s += static_cast<char>('0' + lv[static_cast<size_t>(i * nb + j)]);
+  }
+  return s;
+}
+
+}  // namespace psa_test
