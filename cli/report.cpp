@@ -47,6 +47,7 @@ void row(const char* label, const std::string& text) {
 std::string step_text(const RunReport& r) {
   std::string s = std::to_string(r.stats.step);
   if (r.step_pinned) return s + " (pinned with --step)";
+  if (r.info.method == PSA_METHOD_DENSE) return s + " (a dense preset runs dense at every step)";
   return s + " (default: pinned to warmup_steps = " + std::to_string(r.info.warmup_steps) +
          ", the first step after warm-up, so that the forward is sparse; --step S pins another)";
 }

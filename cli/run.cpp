@@ -46,11 +46,14 @@ ConfigPtr load_config(const RunOptions& o, RunReport& r) {
   r.preset = o.preset;
   if (o.preset.empty()) {
     // psa_config_load_* does not report which preset default_attention named.
+    // A catalog validates every preset of the file; when another one is broken, the
+    // report only loses the name.
     r.preset_defaulted = true;
+    r.preset = "default_attention";
     psa_catalog* cat = nullptr;
     if (psa_catalog_open(file, &cat) == PSA_OK) {
       const char* def = psa_catalog_default_preset(cat, o.model.c_str());
-      r.preset = def ? def : "";
+      if (def != nullptr) r.preset = def;
     }
     std::unique_ptr<psa_catalog, CatalogDeleter> guard(cat);
   }
@@ -102,7 +105,10 @@ Inputs make_inputs(const RunOptions& o, const VideoGrid& g, RunReport& r) {
     r.synthetic = false;
     r.input_files = o.q_path + ", " + o.k_path + ", " + o.v_path;
   } else {
-    const psa_dtype dt = o.dtype >= 0 ? static_cast<psa_dtype>(o.dtype) : PSA_DTYPE_F32;
+    // The CUDA kernels take f16/bf16 only; the CPU reference is the oracle, in f32.
+    const psa_dtype dt = o.dtype >= 0                     ? static_cast<psa_dtype>(o.dtype)
+                         : r.backend == PSA_BACKEND_CUDA ? PSA_DTYPE_BF16
+                                                          : PSA_DTYPE_F32;
     in.q = make_tensor(o.layout, dt, o.batch, o.heads, g.tokens(), o.head_dim);
     in.k = make_tensor(o.layout, dt, o.batch, o.kv_heads, g.tokens(), o.head_dim);
     in.v = make_tensor(o.layout, dt, o.batch, o.kv_heads, g.tokens(), o.head_dim);

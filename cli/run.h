@@ -18,7 +18,7 @@ struct RunOptions {
   bool grid_given = false;            // --grid given
   int64_t grid[3] = {0, 0, 0};        // t, h, w
   int64_t batch = 1, heads = 2, kv_heads = 0, head_dim = 64;  // kv_heads 0: = heads
-  int dtype = -1;                     // psa_dtype; -1: f32, or the files' dtype
+  int dtype = -1;                     // psa_dtype; -1: the files', else f32 (cpu) / bf16 (cuda)
   psa_backend backend = PSA_BACKEND_CPU;
   uint64_t seed = 0;
   int64_t text_length = -1;           // -1: the preset's text_length

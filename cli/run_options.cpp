@@ -3,6 +3,8 @@
 // (head_dim, block sizes, grid vs sequence length) are left to its messages.
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "options.h"
 #include "run.h"
@@ -43,7 +45,8 @@ cxxopts::Options make_options(bool demo) {
        cxxopts::value<int64_t>(), "N")
       ("head-dim", "head dimension (synthetic inputs)",
        cxxopts::value<int64_t>()->default_value("64"), "D")
-      ("dtype", "bf16, f16 or f32 (default: f32, or the dtype of the --q/--k/--v files)",
+      ("dtype", "bf16, f16 or f32 (default: the --q/--k/--v files' dtype; else f32 on cpu, "
+                "bf16 on cuda)",
        cxxopts::value<std::string>(), "T")
       ("backend", "cpu, cuda or auto", cxxopts::value<std::string>()->default_value("cpu"), "B")
       ("seed", "seed of the synthetic inputs", cxxopts::value<uint64_t>()->default_value("0"), "S")
@@ -53,10 +56,10 @@ cxxopts::Options make_options(bool demo) {
       ("layout", "bnsd ([B,H,L,D]) or bsnd ([B,L,H,D]) for inputs, files and --out",
        cxxopts::value<std::string>()->default_value("bnsd"), "L")
       ("causal", "causal attention (presets that rearrange tokens reject it)")
-      ("q", "queries from a .npy file ('<f4', '<f2', or '<u2' bf16 bits with --dtype bf16)",
-       cxxopts::value<std::string>(), "FILE")
-      ("k", "keys from a .npy file", cxxopts::value<std::string>(), "FILE")
-      ("v", "values from a .npy file", cxxopts::value<std::string>(), "FILE")
+      ("query", "(or --q) queries from a .npy file: '<f4', '<f2', or '<u2' holding bf16 bits "
+                "with --dtype bf16", cxxopts::value<std::string>(), "FILE")
+      ("key", "(or --k) keys from a .npy file", cxxopts::value<std::string>(), "FILE")
+      ("value", "(or --v) values from a .npy file", cxxopts::value<std::string>(), "FILE")
       ("out", "write the sparse output as a '<f4' .npy file", cxxopts::value<std::string>(), "FILE")
       ("save-inputs", "write q, k, v as PREFIXq.npy, PREFIXk.npy, PREFIXv.npy in the run's dtype",
        cxxopts::value<std::string>(), "PREFIX")
@@ -83,6 +86,21 @@ bool parse_grid(const std::string& s, int64_t out[3]) {
   return pos == s.size() && out[0] > 0 && out[1] > 0 && out[2] > 0;
 }
 
+// cxxopts only knows long options of two or more characters; --q/--k/--v (the names the
+// documentation uses) are spelled --query/--key/--value for it.
+std::vector<std::string> expand_short_long_names(int argc, const char* const* argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args) {
+    for (const auto& alias : {std::pair<const char*, const char*>{"--q", "--query"},
+                              {"--k", "--key"}, {"--v", "--value"}}) {
+      if (a == alias.first || a.rfind(std::string(alias.first) + "=", 0) == 0) {
+        a = alias.second + a.substr(3);
+      }
+    }
+  }
+  return args;
+}
+
 template <typename E>
 E pick(const cxxopts::Options& o, const std::string& flag, const std::string& value,
        std::initializer_list<std::pair<const char*, E>> choices) {
@@ -98,8 +116,11 @@ E pick(const cxxopts::Options& o, const std::string& flag, const std::string& va
 
 bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions& out) {
   cxxopts::Options o = make_options(demo);
+  const std::vector<std::string> args = expand_short_long_names(argc, argv);
+  std::vector<const char*> arg_ptrs;
+  for (const std::string& a : args) arg_ptrs.push_back(a.c_str());
   cxxopts::ParseResult r;
-  if (!parse_options(o, argc, argv, r)) return false;
+  if (!parse_options(o, argc, arg_ptrs.data(), r)) return false;
   auto str = [&](const char* name) { return option_value<std::string>(o, r, name); };
   auto i64 = [&](const char* name) { return option_value<int64_t>(o, r, name); };
   auto usage = [&](const std::string& msg) { throw UsageError(msg, o.help()); };
@@ -122,7 +143,7 @@ bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions&
   }
   if (p.grid_given && p.pixels) usage("give either --grid or --frames/--height/--width, not both");
 
-  const int files = static_cast<int>(r.count("q") + r.count("k") + r.count("v"));
+  const int files = static_cast<int>(r.count("query") + r.count("key") + r.count("value"));
   if (files != 0 && files != 3) usage("--q, --k and --v go together");
   if (files == 3) {
     for (const char* shape_flag : {"batch", "heads", "kv-heads", "head-dim", "seed"}) {
@@ -131,9 +152,9 @@ bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions&
               "the files' shapes are used");
       }
     }
-    p.q_path = str("q");
-    p.k_path = str("k");
-    p.v_path = str("v");
+    p.q_path = str("query");
+    p.k_path = str("key");
+    p.v_path = str("value");
   }
   p.batch = i64("batch");
   p.heads = i64("heads");

@@ -447,9 +447,10 @@ PSA_API psa_status psa_attention_forward(psa_context* context, const psa_tensor_
  * [in] method: PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA, or PSA_METHOD_DENSE (the vendor's
  *      sparse_type = None). PSA_METHOD_PSA gives PSA_ERR_UNSUPPORTED: use a preset
  *      (psa_config_load_embedded) with the context API.
- * [in] sparsity: fraction of key blocks to skip, [0, 1) (0 = dense mask). rf_v2 keeps
- *      ceil(nb * (1 - sparsity)) blocks per query block; ada_bsa caps rows of >= 10 blocks
- *      at max(1, floor(nb * (1 - sparsity))).
+ * [in] sparsity: fraction of key blocks to skip, [0, 1) (0 = dense mask). Per query block,
+ *      rf_v2 keeps the ceil(nb * (1 - sparsity)) best-scored key blocks (nb = key blocks of
+ *      128; ties kept) plus its forced first-frame and text blocks; ada_bsa caps rows of
+ *      >= 10 blocks at max(1, floor(nb * (1 - sparsity))) blocks before its forced ones.
  * [in] txt_len: text tokens at the FRONT of the sequence, [0, seq_len]. Used by rf_v2
  *      (text blocks are kept dense); ada_bsa ignores it apart from the check below.
  * [in,opt] latent_shape_q: {t, h, w} of the video latent, t * h * w = seq_len - txt_len.

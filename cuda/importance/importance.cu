@@ -1,7 +1,7 @@
 // cuda/importance/importance.cu -- importance stage: offset kernel (calls sample_offsets),
-// block-score kernel, launchers and entries. Reproduces importance_cpu's arithmetic order
-// (sequential fp32 dots without FMA, exp rounded from double, double row sum) so scores
-// match the CPU bits in practice; must not define its own sampling rule.
+// block-score kernel (sampled dots on tensor cores, fp32 accumulation; exp rounded from
+// double and the double row sum in key order, as importance_cpu), launchers and entries.
+// Must not define its own sampling rule.
 #include <cstdint>
 
 #include "cuda/core/cuda_status.h"
@@ -32,9 +32,7 @@ __global__ void sample_offsets_kernel(uint64_t seed, int64_t heads_q, int32_t bl
                    k_off + bh * k_count);
 }
 
-// Query rows per pass, and the thread layout of the dot tile: 8 row groups x 32 key lanes.
-constexpr int kRows = 32;
-constexpr int kThreads = 256;
+constexpr int kThreads = 128;  // 4 warps
 
 struct ScoreKernelParams {
   const void* q;
@@ -43,28 +41,39 @@ struct ScoreKernelParams {
   const int32_t* q_off;
   const int32_t* k_off;
   int32_t q_count, k_count;
-  int32_t blocks_per_chunk;  // G: key blocks per chunk; chunk keys = G * k_count <= 32 * NB
+  int32_t rows;              // q_count rounded up to 16 (mma row tiles)
+  int32_t blocks_per_chunk;  // G: key blocks per chunk; chunk keys = G * k_count <= KC
   float scale;
   float* scores;
 };
 
-// One CTA per (query block i, query head h, batch b). Per pass of up to kRows sampled
-// queries: pass 0 finds each sampled row's max logit over all key blocks, pass 1 turns
-// logits into exp(a - max) and keeps the max over rows per key block.
-template <typename T, int D, int NB>
+// Element offset of (row, 16-byte chunk) in a [rows][D] 16-bit tile, XOR-swizzled so that
+// ldmatrix reads of 8 rows at one column hit different banks.
+template <int D>
+__device__ __forceinline__ int swz(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+// One CTA per (query block i, query head h, batch b). The sampled query rows sit in shared
+// memory once; key blocks stream through in chunks of KC sampled keys whose dot products
+// come from mma.sync (fp32 accumulation). Pass 0 finds each sampled row's max logit over
+// all key blocks, pass 1 turns logits into exp(a - max) and keeps the max over rows per key
+// block; the row is then normalised by its double sum in key order (importance_cpu).
+template <typename T, int D, int KC>
 __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParams p) {
-  constexpr int kChunk = 32 * NB;
-  constexpr int kLd = D + 1;
-  extern __shared__ float smem[];
-  float* qs = smem;                          // [kRows][kLd]
-  float* ks = qs + kRows * kLd;              // [kChunk][kLd]
-  float* dots = ks + kChunk * kLd;           // [kRows][kChunk]
-  float* abuf = dots + kRows * kChunk;       // [kRows][G]
-  float* mrow = abuf + kRows * p.blocks_per_chunk;  // [kRows]
-  float* prow = mrow + kRows;                // [nk]
+  constexpr int kLd = KC + 4;  // dots row stride (floats)
+  constexpr int kChunks = D / 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sq = reinterpret_cast<T*>(smem_raw);                         // [rows][D]
+  T* sk = sq + p.rows * D;                                        // [KC][D]
+  float* dots = reinterpret_cast<float*>(sk + KC * D);            // [rows][kLd]
+  float* abuf = dots + p.rows * kLd;                              // [rows][G]
+  float* mrow = abuf + p.rows * p.blocks_per_chunk;               // [rows]
+  float* prow = mrow + p.rows;                                    // [nk]
   __shared__ double total;
 
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane >> 2, tq = lane & 3;
   const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = b * p.heads_q + h;
   const T* q = static_cast<const T*>(p.q) + bh * p.len_q * D;
@@ -72,78 +81,87 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
   const int32_t* qo = p.q_off + bh * p.q_count;
   const int32_t* ko = p.k_off + bh * p.k_count;
   const int G = p.blocks_per_chunk;
-  const int ry = tid / 32, cx = tid % 32;
   const float ninf = -INFINITY;
 
   for (int64_t j = tid; j < p.nk; j += kThreads) prow[j] = 0.0f;
+  for (int c = tid; c < p.rows * kChunks; c += kThreads) {
+    const int r = c / kChunks, cc = c % kChunks;
+    const bool valid = r < p.q_count;
+    const int64_t tok = valid ? sampled_token(i, p.block_m, qo[r], p.len_q) : 0;
+    cp_async_16(sq + swz<D>(r, cc), q + tok * D + cc * 8, valid);
+  }
+  if (tid < p.rows) mrow[tid] = ninf;
+  const int row_tiles = p.rows / 16;
+  const int items = row_tiles * (KC / 32);
 
-  for (int r0 = 0; r0 < p.q_count; r0 += kRows) {
-    const int rc = min(kRows, p.q_count - r0);
-    __syncthreads();
-    for (int idx = tid; idx < rc * D; idx += kThreads) {
-      const int r = idx / D, e = idx % D;
-      const int64_t tok = sampled_token(i, p.block_m, qo[r0 + r], p.len_q);
-      qs[r * kLd + e] = Elem<T>::to_float(q[tok * D + e]);
-    }
-    if (tid < kRows) mrow[tid] = ninf;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (int64_t jb = 0; jb < p.nk; jb += G) {
-        const int gc = static_cast<int>(min(static_cast<int64_t>(G), p.nk - jb));
-        const int keys = gc * p.k_count;
-        __syncthreads();
-        for (int idx = tid; idx < keys * D; idx += kThreads) {
-          const int c = idx / D, e = idx % D;
-          const int64_t tok = sampled_token(jb + c / p.k_count, p.block_n, ko[c % p.k_count], p.len_k);
-          ks[c * kLd + e] = Elem<T>::to_float(k[tok * D + e]);
-        }
-        __syncthreads();
-        // Sequential fp32 dots in index order, products rounded on their own (as the CPU).
-        float acc[4][NB];
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int64_t jb = 0; jb < p.nk; jb += G) {
+      const int gc = static_cast<int>(min(static_cast<int64_t>(G), p.nk - jb));
+      const int keys = gc * p.k_count;
+      __syncthreads();  // previous chunk's sk / abuf readers are done
+      for (int c = tid; c < KC * kChunks; c += kThreads) {
+        const int r = c / kChunks, cc = c % kChunks;
+        const bool valid = r < keys;
+        const int64_t tok =
+            valid ? sampled_token(jb + r / p.k_count, p.block_n, ko[r % p.k_count], p.len_k) : 0;
+        cp_async_16(sk + swz<D>(r, cc), k + tok * D + cc * 8, valid);
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();
+      // dots[r][c] = q_r . k_c for 16-row x 32-key items, spread over the warps.
+      for (int item = warp; item < items; item += kThreads / 32) {
+        const int rt = item / (KC / 32), cg = item % (KC / 32);
+        float acc[4][4];
 #pragma unroll
-        for (int a = 0; a < 4; ++a)
+        for (int n = 0; n < 4; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 #pragma unroll
-          for (int n = 0; n < NB; ++n) acc[a][n] = 0.0f;
-#pragma unroll 4
-        for (int e = 0; e < D; ++e) {
-          float qv[4], kv[NB];
+        for (int kk = 0; kk < D / 16; ++kk) {
+          uint32_t a[4];
+          ldmatrix_x4(a, sq + swz<D>(rt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 2 + (lane >> 4)));
 #pragma unroll
-          for (int a = 0; a < 4; ++a) qv[a] = qs[(ry + 8 * a) * kLd + e];
-#pragma unroll
-          for (int n = 0; n < NB; ++n) kv[n] = ks[(cx + 32 * n) * kLd + e];
-#pragma unroll
-          for (int a = 0; a < 4; ++a)
-#pragma unroll
-            for (int n = 0; n < NB; ++n) acc[a][n] = __fadd_rn(acc[a][n], __fmul_rn(qv[a], kv[n]));
-        }
-#pragma unroll
-        for (int a = 0; a < 4; ++a)
-#pragma unroll
-          for (int n = 0; n < NB; ++n) dots[(ry + 8 * a) * kChunk + cx + 32 * n] = acc[a][n];
-        __syncthreads();
-        for (int idx = tid; idx < rc * gc; idx += kThreads) {
-          const int r = idx / gc, jj = idx % gc;
-          float best = ninf;
-          for (int c = 0; c < p.k_count; ++c) best = fmaxf(best, dots[r * kChunk + jj * p.k_count + c]);
-          const float a = __fmul_rn(p.scale, best);
-          if (pass == 0) {
-            abuf[r * G + jj] = a;
-          } else {
-            const float e = static_cast<float>(exp(static_cast<double>(__fsub_rn(a, mrow[r]))));
-            abuf[r * G + jj] = e != e ? 0.0f : e;
+          for (int np = 0; np < 2; ++np) {
+            uint32_t kf[4];
+            ldmatrix_x4(kf, sk + swz<D>(cg * 32 + np * 16 + (lane & 7) + (lane >> 4) * 8, kk * 2 + ((lane >> 3) & 1)));
+            mma_16816<T>(acc[2 * np], a, kf[0], kf[1]);
+            mma_16816<T>(acc[2 * np + 1], a, kf[2], kf[3]);
           }
         }
-        __syncthreads();
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+          const int col = cg * 32 + n * 8 + tq * 2;
+          float* d0 = dots + (rt * 16 + g) * kLd + col;
+          float* d1 = d0 + 8 * kLd;
+          d0[0] = acc[n][0];
+          d0[1] = acc[n][1];
+          d1[0] = acc[n][2];
+          d1[1] = acc[n][3];
+        }
+      }
+      __syncthreads();
+      for (int idx = tid; idx < p.q_count * gc; idx += kThreads) {
+        const int r = idx / gc, jj = idx % gc;
+        float best = ninf;
+        for (int c = 0; c < p.k_count; ++c) best = fmaxf(best, dots[r * kLd + jj * p.k_count + c]);
+        const float a = __fmul_rn(p.scale, best);  // rounded on its own, as the CPU
         if (pass == 0) {
-          if (tid < rc) {
-            float m = mrow[tid];
-            for (int jj = 0; jj < gc; ++jj) m = fmaxf(m, abuf[tid * G + jj]);
-            mrow[tid] = m;
-          }
-        } else if (tid < gc) {
-          float best = prow[jb + tid];
-          for (int r = 0; r < rc; ++r) best = fmaxf(best, abuf[r * G + tid]);
-          prow[jb + tid] = best;
+          abuf[r * G + jj] = a;
+        } else {
+          const float e = static_cast<float>(exp(static_cast<double>(__fsub_rn(a, mrow[r]))));
+          abuf[r * G + jj] = e != e ? 0.0f : e;
         }
+      }
+      __syncthreads();
+      if (pass == 0) {
+        if (tid < p.q_count) {
+          float m = mrow[tid];
+          for (int jj = 0; jj < gc; ++jj) m = fmaxf(m, abuf[tid * G + jj]);
+          mrow[tid] = m;
+        }
+      } else if (tid < gc) {
+        float best = prow[jb + tid];
+        for (int r = 0; r < p.q_count; ++r) best = fmaxf(best, abuf[r * G + tid]);
+        prow[jb + tid] = best;
       }
     }
   }
@@ -160,37 +178,35 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
     out[j] = s > 0.0 ? static_cast<float>(prow[j] / s) : prow[j];
 }
 
-template <typename T, int D, int NB>
+template <typename T, int D, int KC>
 psa_status launch_scores(const ScoreKernelParams& p, int64_t batch, cudaStream_t stream) {
-  constexpr int kChunk = 32 * NB;
-  const size_t smem = sizeof(float) * (static_cast<size_t>(kRows) * (D + 1) +
-                                       static_cast<size_t>(kChunk) * (D + 1) +
-                                       static_cast<size_t>(kRows) * kChunk +
-                                       static_cast<size_t>(kRows) * p.blocks_per_chunk + kRows +
+  const size_t smem = sizeof(uint16_t) * static_cast<size_t>(p.rows + KC) * D +
+                      sizeof(float) * (static_cast<size_t>(p.rows) * (KC + 4) +
+                                       static_cast<size_t>(p.rows) * p.blocks_per_chunk + p.rows +
                                        static_cast<size_t>(p.nk));
   int dev = 0, limit = 0;
   PSA_CUDA_TRY(cudaGetDevice(&dev), "block_scores_kernel: cudaGetDevice");
   PSA_CUDA_TRY(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
                "block_scores_kernel: cudaDeviceGetAttribute");
   PSA_RETURN_IF(smem > static_cast<size_t>(limit), PSA_ERR_UNSUPPORTED,
-                "importance: %lld key blocks need %zu bytes of shared memory; this device "
-                "allows %d",
-                static_cast<long long>(p.nk), smem, limit);
-  PSA_CUDA_TRY(cudaFuncSetAttribute(block_scores_kernel<T, D, NB>,
+                "importance: %lld key blocks with %d sampled queries need %zu bytes of shared "
+                "memory; this device allows %d",
+                static_cast<long long>(p.nk), p.q_count, smem, limit);
+  PSA_CUDA_TRY(cudaFuncSetAttribute(block_scores_kernel<T, D, KC>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)),
                "block_scores_kernel: cudaFuncSetAttribute");
   const dim3 grid(static_cast<unsigned>(p.mq), static_cast<unsigned>(p.heads_q),
                   static_cast<unsigned>(batch));
-  block_scores_kernel<T, D, NB><<<grid, kThreads, smem, stream>>>(p);
+  block_scores_kernel<T, D, KC><<<grid, kThreads, smem, stream>>>(p);
   return launch_status("block_scores_kernel");
 }
 
 template <typename T>
-psa_status dispatch_scores(const ScoreKernelParams& p, int64_t d, int nb, int64_t batch,
+psa_status dispatch_scores(const ScoreKernelParams& p, int64_t d, int kc, int64_t batch,
                            cudaStream_t stream) {
-  if (d == 64) return nb == 2 ? launch_scores<T, 64, 2>(p, batch, stream) : launch_scores<T, 64, 4>(p, batch, stream);
-  if (d == 128) return nb == 2 ? launch_scores<T, 128, 2>(p, batch, stream) : launch_scores<T, 128, 4>(p, batch, stream);
+  if (d == 64) return kc == 64 ? launch_scores<T, 64, 64>(p, batch, stream) : launch_scores<T, 64, 128>(p, batch, stream);
+  if (d == 128) return kc == 64 ? launch_scores<T, 128, 64>(p, batch, stream) : launch_scores<T, 128, 128>(p, batch, stream);
   return set_error(PSA_ERR_UNSUPPORTED, "q: shape[3] (head_dim) = %lld; supported: 64, 128",
                    static_cast<long long>(d));
 }
@@ -211,8 +227,10 @@ psa_status sample_offsets_cuda(const OffsetArgs& a, cudaStream_t stream) {
 }
 
 psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
-  PSA_RETURN_IF(a.k_count < 1 || a.k_count > 128 || a.q_count < 1, PSA_ERR_UNSUPPORTED,
-                "importance: %d key samples per block; supported: 1..128", a.k_count);
+  PSA_RETURN_IF(a.k_count < 1 || a.k_count > 128 || a.q_count < 1 || a.q_count > 128,
+                PSA_ERR_UNSUPPORTED,
+                "importance: %d query / %d key samples per block; supported: 1..128 each",
+                a.q_count, a.k_count);
   ScoreKernelParams p{};
   p.q = a.q;
   p.k = a.k;
@@ -230,13 +248,14 @@ psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
   p.k_count = a.k_count;
   p.scale = a.scale;
   p.scores = a.scores;
+  p.rows = (a.q_count + 15) / 16 * 16;
   // A chunk holds whole key blocks: 64 sampled keys, or one block of up to 128.
-  const int nb = a.k_count > 64 ? 4 : 2;
-  p.blocks_per_chunk = (32 * nb) / a.k_count;
+  const int kc = a.k_count > 64 ? 128 : 64;
+  p.blocks_per_chunk = kc / a.k_count;
   if (p.mq == 0 || p.nk == 0 || a.batch == 0 || a.heads_q == 0) return PSA_OK;
   switch (a.dtype) {
-    case PSA_DTYPE_F16: return dispatch_scores<__half>(p, a.head_dim, nb, a.batch, stream);
-    case PSA_DTYPE_BF16: return dispatch_scores<__nv_bfloat16>(p, a.head_dim, nb, a.batch, stream);
+    case PSA_DTYPE_F16: return dispatch_scores<__half>(p, a.head_dim, kc, a.batch, stream);
+    case PSA_DTYPE_BF16: return dispatch_scores<__nv_bfloat16>(p, a.head_dim, kc, a.batch, stream);
     default:
       return set_error(PSA_ERR_UNSUPPORTED, "importance: dtype = %d; supported: f16, bf16",
                        static_cast<int>(a.dtype));

@@ -46,7 +46,8 @@ psa_status set_geometry(psa_context* ctx, int64_t t, int64_t h, int64_t w, int64
   return PSA_OK;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// a, b >= 1; no a + b - 1, which overflows for pixel sizes near INT64_MAX.
+int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 }  // namespace
 

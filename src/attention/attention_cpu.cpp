@@ -27,7 +27,8 @@ inline void accumulate(SoftmaxState& st, float* acc, const float* vrow, float z,
 }
 
 inline void finish(const SoftmaxState& st, const float* acc, int64_t d, float* out, float* lse) {
-  const bool empty = !(st.l > 0.0f);
+  // l == 0 only when no token was visible; a NaN l (NaN/Inf inputs) must reach out and lse.
+  const bool empty = st.l == 0.0f;
   for (int64_t c = 0; c < d; ++c) out[c] = empty ? 0.0f : acc[c] / st.l;
   if (lse) *lse = empty ? neg_inf() : st.m + std::log(st.l);
 }

@@ -29,38 +29,16 @@ const Keys kModelKeys = {"default_attention", "video_scale",    "text_length",
                          "attention_configs", "calls_per_step", "inference_steps"};
 const Keys kVideoScaleKeys = {"width_divisor", "height_divisor", "depth_divisor"};
 // Keys not listed in the special cases of parse_preset are psa_param names (params.h).
-const Keys kPresetKeys = {"type",
-                          "description",
-                          "use_rearrange",
-                          "use_sim_mask",
-                          "block_size",
-                          "mask_ratios",
-                          "mask_mode",
-                          "attn_impl",
-                          "tile_size",
-                          "warmup_steps",
-                          "rearrange_method",
-                          "verbose",
-                          "enable_logging",
-                          "log_dir",
-                          "sim_thresholds",
-                          "sim_2x_threshold",
-                          "sim_4x_threshold",
-                          "sim_8x_threshold",
-                          "text_length",
-                          "min_full_attn_ratio",
-                          "sample_divisor",
-                          "seed",
-                          "causal",
-                          "scale",
-                          "calls_per_step",
-                          "inference_steps",
-                          "text_rule",
-                          "text_rows_dense",
-                          "sparsity",
-                          "cdf_threshold",
-                          "keep_sink",
-                          "keep_recent"};
+const Keys kPresetKeys = {
+    // The reference's keys.
+    "type", "description", "use_rearrange", "use_sim_mask", "block_size", "mask_ratios",
+    "mask_mode", "attn_impl", "tile_size", "warmup_steps", "rearrange_method", "verbose",
+    "enable_logging", "log_dir", "sim_thresholds", "sim_2x_threshold", "sim_4x_threshold",
+    "sim_8x_threshold", "text_length",
+    // libpsa extensions.
+    "min_full_attn_ratio", "sample_divisor", "seed", "causal", "scale", "calls_per_step",
+    "inference_steps", "text_rule", "text_rows_dense", "sparsity", "cdf_threshold", "keep_sink",
+    "keep_recent"};
 const Keys kBlockSizeKeys = {"m", "n", "tile_n"};
 const Keys kSimKeys = {"x2", "x4", "x8"};
 const Keys kRatioKeys = {"1", "2", "4", "8", "0"};  // index == LevelSlot

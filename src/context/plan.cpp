@@ -17,6 +17,17 @@ psa_status make_plan(const Config& config, const VideoGeometry& geometry, const 
   plan->tile_n = config.tile_n;
   plan->q_blocks = (problem.len_q + config.block_m - 1) / config.block_m;
   plan->k_blocks = (problem.len_k + config.block_n - 1) / config.block_n;
+  // Workspaces are sums of products of these counts (Mq * Nk mask entries, padded Lk * D
+  // pooled keys, per head or per batch and head): refuse shapes where they could wrap.
+  const double heads = static_cast<double>(problem.batch) * static_cast<double>(problem.heads_q);
+  const double pairs = static_cast<double>(plan->q_blocks) * static_cast<double>(plan->k_blocks) * heads;
+  const double tokens = (static_cast<double>(problem.len_q) + static_cast<double>(plan->k_blocks) * config.block_n) *
+                        static_cast<double>(problem.head_dim) * heads;
+  PSA_RETURN_IF(pairs > 0x1p50 || tokens > 0x1p56, PSA_ERR_INVALID_SHAPE,
+                "q, k: seq_len = %lld, %lld with head_dim %lld: the workspace (%.3g block pairs, "
+                "%.3g token values) could not be addressed",
+                static_cast<long long>(problem.len_q), static_cast<long long>(problem.len_k),
+                static_cast<long long>(problem.head_dim), pairs, tokens);
   plan->q_samples = std::max<int64_t>(1, config.block_m / config.sample_divisor);
   plan->k_samples = std::max<int64_t>(1, config.block_n / config.sample_divisor);
   plan->scale = config.scale > 0.0 ? static_cast<float>(config.scale)

@@ -21,8 +21,8 @@ Range range_of(const psa_tensor_desc& d, const void* p) {
 bool overlaps(Range a, Range b) { return a.begin < b.end && b.begin < a.end; }
 
 // rf_v2 / ada_bsa: the CPU backend runs them (methods/); the CUDA backend does not yet.
-// Both are self-attention on 128 x 128 blocks; rf_v2 also needs the latent video grid and
-// ignores no flag silently: causal rf_v2 is refused (its token reorder breaks causality).
+// Both are self-attention on 128 x 128 blocks. rf_v2 also needs the latent video grid, and
+// refuses causal = 1 where upstream silently ignores it (its token reorder breaks causality).
 psa_status check_method_supported(const psa_context* ctx, const Problem& problem) {
   const Config& cfg = ctx->cfg;
   if (cfg.method != PSA_METHOD_RF_V2 && cfg.method != PSA_METHOD_ADA_BSA) return PSA_OK;

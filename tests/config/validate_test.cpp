@@ -131,9 +131,9 @@ TEST(ConfigValidateDirect, ValuesTheSetCallsWouldRejectAreCaughtToo) {
   EXPECT_TRUE(message_has("mask_ratios.4 = nan")) << psa_last_error_message();
 
   c = psa::Config{};
-  c.method = static_cast<psa_method>(9);
+  c.block_m = 96;
   EXPECT_EQ(psa::validate_config(c, ""), PSA_ERR_INVALID_CONFIG);
-  EXPECT_TRUE(message_has("type = 9")) << psa_last_error_message();
+  EXPECT_TRUE(message_has("block_size.m = 96: allowed 64, 128")) << psa_last_error_message();
 
   c = psa::Config{};
   c.sample_divisor = 3;

@@ -302,8 +302,8 @@ TEST_P(ConfigYamlError, LoadStringReportsPathValueAndAllowed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ConfigYamlError, testing::ValuesIn(cases()),
-                         [](const testing::TestParamInfo<Case>& info) {
-                           return std::string(info.param.name);
+                         [](const testing::TestParamInfo<Case>& p) {
+                           return std::string(p.param.name);
                          });
 
 TEST(ConfigYamlLoad, BaseDocumentLoads) {

@@ -4,6 +4,7 @@
 // Budget per case: rel-L2(gpu, ref32) <= k * rel-L2(round16(ref32), ref32) + atol, i.e.
 // relative to the error of merely storing the exact answer in the input type.
 #include <memory>
+#include <string>
 
 #include "attention/attention.h"
 #include "cuda/attention/attention_cuda.h"
@@ -257,12 +258,9 @@ TEST(CudaAttention, BlockSizesHeadDimsDtypes) {
   for (psa_dtype dt : {PSA_DTYPE_BF16, PSA_DTYPE_F16})
     for (int64_t D : {64, 128})
       for (int64_t bn : {32, 64, 128}) {
-        static char names[12][64];
-        static int slot = 0;
-        char* name = names[slot++ % 12];
-        std::snprintf(name, 64, "%s D=%lld bn=%lld", dt == PSA_DTYPE_F16 ? "f16" : "bf16",
-                      static_cast<long long>(D), static_cast<long long>(bn));
-        AttnCase c = base(name);
+        const std::string name = std::string(dt == PSA_DTYPE_F16 ? "f16" : "bf16") + " D=" +
+                                 std::to_string(D) + " bn=" + std::to_string(bn);
+        AttnCase c = base(name.c_str());
         c.dt = dt;
         c.D = D;
         c.bn = bn;

@@ -1,6 +1,7 @@
 // tests/cuda/importance_cuda_test.cpp -- importance stage on the GPU: sampled offsets equal
-// sample_offsets exactly; block scores equal importance_cpu (same arithmetic order; only
-// exp may differ in the last bit), on random and video-like inputs, GQA, Lq != Lk, odd L.
+// sample_offsets exactly; block scores match importance_cpu to fp32 rounding (the GPU sums
+// the sampled dots on tensor cores in another order), on random and video-like inputs, GQA,
+// Lq != Lk, odd L, 2..128 samples per block.
 #include "cuda/importance/importance_cuda.h"
 #include "cuda_test_util.h"
 #include "importance/importance.h"
@@ -90,8 +91,7 @@ void run_scores(const ScoreCase& c) {
               static_cast<long long>(c.Lq), static_cast<long long>(c.Lk), static_cast<long long>(c.bm),
               static_cast<long long>(c.bn), static_cast<long long>(c.divisor), c.video ? "video" : "random",
               static_cast<long long>(exact), static_cast<long long>(total), max_rel);
-  EXPECT_LE(max_rel, 1e-5);
-  EXPECT_GE(exact, total * 9 / 10);
+  EXPECT_LE(max_rel, 2e-4);
 }
 
 TEST(CudaImportance, OffsetsAndScoresMatchCpu) {

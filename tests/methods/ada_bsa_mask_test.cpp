@@ -145,7 +145,7 @@ std::vector<int8_t> model(const std::vector<float>& q, const std::vector<float>&
   const int64_t g = (len + 7) / 8, nb = (len + 127) / 128;
   auto row = [&](const std::vector<float>& x, int64_t i) { return i < len ? &x[size_t(i * d)] : nullptr; };
   std::vector<double> sb(size_t(nb * nb), 0.0);
-  std::vector<double> a(size_t(g));
+  std::vector<double> a(static_cast<size_t>(g));
   for (int64_t r = 0; r < g; ++r) {
     const int64_t cmax = c.causal ? r + 1 : g;
     double mx = -INFINITY;
@@ -175,7 +175,7 @@ std::vector<int8_t> model(const std::vector<float>& q, const std::vector<float>&
     std::vector<bool> ex(size_t(n), false);
     if (c.keep_recent || !c.causal) ex[size_t(n - 1)] = true;
     if (c.keep_sink) ex[0] = true;
-    std::vector<double> x(size_t(n));
+    std::vector<double> x(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) x[size_t(j)] = ex[size_t(j)] ? 0.0 : sb[size_t(i * nb + j)];
     std::vector<double> y = x;
     std::sort(y.begin(), y.end(), std::greater<double>());

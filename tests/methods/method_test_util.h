@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_util.h"
 #include "context/context.h"
 #include "methods/methods.h"
 
@@ -72,6 +73,27 @@ inline std::string mask_string(const std::vector<int8_t>& lv, int64_t nb) {
     for (int64_t j = 0; j < nb; ++j) s += static_cast<char>('0' + lv[static_cast<size_t>(i * nb + j)]);
   }
   return s;
+}
+
+// Local-attention video-like head (as tests/pipeline's preset test builds it): q and k share
+// one smooth field over the t x h x w grid plus independent noise (0.3), so a query attends
+// mostly to tokens near it, as positional structure makes it in video DiTs; v is its own
+// field. Each vector is [t*h*w, d].
+struct VideoHead {
+  std::vector<float> q, k, v;
+};
+inline VideoHead local_video_head(std::mt19937_64& rng, int64_t t, int64_t h, int64_t w, int64_t d) {
+  VideoHead r;
+  const std::vector<float> field = video_like(rng, t, h, w, d, 0.0f);
+  r.q = field;
+  r.k = field;
+  const std::vector<float> nq = random_vec(rng, field.size(), 0.3f), nk = random_vec(rng, field.size(), 0.3f);
+  for (size_t e = 0; e < field.size(); ++e) {
+    r.q[e] += nq[e];
+    r.k[e] += nk[e];
+  }
+  r.v = video_like(rng, t, h, w, d);
+  return r;
 }
 
 }  // namespace psa_test

@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "core/tensor.h"
 #include "importance/importance.h"
 #include "importance/importance_spec.h"
 #include "mask/mask.h"
@@ -121,13 +122,21 @@ class CpuBackend final : public Backend {
     return PSA_OK;
   }
 
-  psa_status check_pointers(const Plan&, const ForwardArgs& a) override {
+  psa_status check_pointers(const Plan& plan, const ForwardArgs& a) override {
     const void* ptrs[6] = {a.q, a.k, a.v, a.out, a.lse, a.workspace};
     const char* names[6] = {"q", "k", "v", "out", "lse", "workspace"};
     for (int i = 0; i < 6; ++i)
       PSA_RETURN_IF(ptrs[i] && memory_space_of(ptrs[i]) == MemorySpace::kDevice,
                     PSA_ERR_WRONG_MEMORY_SPACE,
                     "%s: is a CUDA device pointer; the CPU backend needs host memory", names[i]);
+    // Elements are read and written as float / uint16_t: each tensor must be aligned to its
+    // element size (lse to 4). The workspace may have any alignment (forward aligns inside it).
+    const uintptr_t align[5] = {uintptr_t(dtype_size(plan.problem.dtype)), uintptr_t(dtype_size(plan.problem.dtype)),
+                                uintptr_t(dtype_size(plan.problem.dtype)), uintptr_t(dtype_size(plan.problem.dtype)), 4};
+    for (int i = 0; i < 5; ++i)
+      PSA_RETURN_IF(reinterpret_cast<uintptr_t>(ptrs[i]) % align[i] != 0, PSA_ERR_MISALIGNED_POINTER,
+                    "%s: address %p is not aligned to %u bytes (its element size)", names[i], ptrs[i],
+                    static_cast<unsigned>(align[i]));
     return PSA_OK;
   }
 

@@ -1,0 +1,62 @@
+# bindings/python/tests/test_config.py -- psa.Config: presets by model/preset name, listing,
+# parameters by name and by psa.Param, copies, validation.
+import pytest
+
+import psa
+
+
+def test_presets_list_every_model_and_default():
+    presets = psa.presets()
+    assert "Wan2.1_1.3b" in presets
+    assert presets["Wan2.1_1.3b"][:2] == ["baseline", "psa_balanced"]
+    assert psa.Config.default_preset("Wan2.1_1.3b") == "psa_balanced"
+
+
+def test_load_named_and_default_preset():
+    named = psa.Config.load("Wan2.1_1.3b", "psa_topk")
+    assert named["block_size.n"] == 32
+    assert named[psa.Param.MASK_MODE] == 0  # topk
+    default = psa.Config.load("Wan2.1_1.3b")
+    assert default["block_size.n"] == 128
+    assert default["type"] == psa.Method.PSA
+    assert psa.Config.load("Wan2.1_1.3b", "baseline")["type"] == psa.Method.DENSE
+
+
+def test_load_from_yaml_text_and_file(tmp_path):
+    text = psa.capi.psa_embedded_config_yaml()
+    from_text = psa.Config.load("Wan2.1_1.3b", "psa_topk", yaml=text)
+    path = tmp_path / "attention_config.yaml"
+    path.write_text(text)
+    from_file = psa.Config.load("Wan2.1_1.3b", "psa_topk", path=path)
+    assert from_text.to_dict() == from_file.to_dict() == psa.Config.load(
+        "Wan2.1_1.3b", "psa_topk").to_dict()
+    assert psa.presets(path=path) == psa.presets()
+
+
+def test_set_get_by_name_and_param():
+    cfg = psa.Config()
+    cfg["warmup_steps"] = 3
+    assert cfg[psa.Param.WARMUP_STEPS] == 3
+    cfg[psa.Param.SCALE] = 0.125
+    assert cfg["scale"] == 0.125
+    assert isinstance(cfg["scale"], float) and isinstance(cfg["seed"], int)
+    assert len(cfg.keys()) == psa.capi.PSA_PARAM_COUNT_
+    with pytest.raises(psa.Error) as info:
+        cfg["no_such_param"] = 1
+    assert info.value.status == psa.Status.ERR_NOT_FOUND
+
+
+def test_copy_is_independent():
+    cfg = psa.Config.load("Wan2.1_1.3b")
+    other = cfg.copy()
+    other["warmup_steps"] = 0
+    assert cfg["warmup_steps"] == 15 and other["warmup_steps"] == 0
+
+
+def test_validate_reports_cross_parameter_rules():
+    cfg = psa.Config()
+    cfg["mask_ratios.1"] = 0.9  # ends must not decrease: 1:.9 then 2:.15
+    with pytest.raises(psa.Error) as info:
+        cfg.validate()
+    assert info.value.status == psa.Status.ERR_INVALID_CONFIG
+    assert "mask_ratios" in info.value.message

@@ -1,0 +1,72 @@
+# cmake/check_versions.cmake -- the packaging.versions test (cmake -P): every version written
+# outside include/psa.h must equal PSA_VERSION_MAJOR.MINOR.PATCH. Reads files only, so it
+# runs on a machine without any binding tool.
+#   -DSOURCE_DIR=<repo> -DCMAKE_PROJECT_VERSION_=<x.y.z> -DPC_FILES=<a.pc;b.pc>
+#   -DCONFIG_VERSION_FILE=<psaConfigVersion.cmake>
+cmake_minimum_required(VERSION 3.22)
+
+file(STRINGS "${SOURCE_DIR}/include/psa.h" _lines REGEX "^#define PSA_VERSION_(MAJOR|MINOR|PATCH) ")
+foreach(_part MAJOR MINOR PATCH)
+  string(REGEX MATCH "PSA_VERSION_${_part} ([0-9]+)" _m "${_lines}")
+  if(NOT _m)
+    message(FATAL_ERROR "include/psa.h: no PSA_VERSION_${_part}")
+  endif()
+  set(_${_part} "${CMAKE_MATCH_1}")
+endforeach()
+set(HEADER "${_MAJOR}.${_MINOR}.${_PATCH}")
+message(STATUS "include/psa.h: ${HEADER}")
+
+set(_failures "")
+# expect(<what> <found>): records a mismatch with the header version.
+function(expect what found)
+  if(found STREQUAL HEADER)
+    message(STATUS "${what}: ${found}")
+  else()
+    set(_failures "${_failures}\n  ${what}: '${found}', expected '${HEADER}' (include/psa.h)" PARENT_SCOPE)
+  endif()
+endfunction()
+# grab(<var> <file> <regex with one group>): the first match in the file, or "(missing)".
+function(grab var file regex)
+  set(${var} "(missing: ${file})" PARENT_SCOPE)
+  if(EXISTS "${file}")
+    file(READ "${file}" _text)
+    string(REGEX MATCH "${regex}" _m "${_text}")
+    if(_m)
+      set(${var} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+    else()
+      set(${var} "(no match for ${regex})" PARENT_SCOPE)
+    endif()
+  endif()
+endfunction()
+
+expect("CMake project(VERSION)" "${CMAKE_PROJECT_VERSION_}")
+grab(_v "${CONFIG_VERSION_FILE}" "set\\(PACKAGE_VERSION \"([^\"]*)\"\\)")
+expect("psaConfigVersion.cmake" "${_v}")
+foreach(_pc IN LISTS PC_FILES)
+  grab(_v "${_pc}" "\nVersion: ([^\n]*)")
+  expect("${_pc}" "${_v}")
+endforeach()
+
+set(S "${SOURCE_DIR}")
+grab(_v "${S}/bindings/python/psa/__init__.py" "\n__version__ = \"([^\"]*)\"")
+expect("bindings/python/psa/__init__.py __version__" "${_v}")
+grab(_v "${S}/bindings/python/pyproject.toml" "\nversion = \"([^\"]*)\"")
+expect("bindings/python/pyproject.toml" "${_v}")
+foreach(_crate psa-sys psa)
+  grab(_v "${S}/bindings/rust/${_crate}/Cargo.toml" "\\[package\\][^[]*\nversion = \"([^\"]*)\"")
+  expect("bindings/rust/${_crate}/Cargo.toml" "${_v}")
+endforeach()
+grab(_v "${S}/bindings/rust/psa/Cargo.toml" "\npsa-sys = {[^}]*version = \"=([^\"]*)\"")
+expect("bindings/rust/psa/Cargo.toml dependency psa-sys" "${_v}")
+grab(_v "${S}/examples/rust/Cargo.toml" "\npsa = {[^}]*version = \"=([^\"]*)\"")
+expect("examples/rust/Cargo.toml dependency psa" "${_v}")
+grab(_v "${S}/bindings/csharp/AssemblyInfo.cs" "AssemblyVersion\\(\"([0-9]+\\.[0-9]+\\.[0-9]+)\\.0\"\\)")
+expect("bindings/csharp/AssemblyInfo.cs AssemblyVersion" "${_v}")
+grab(_v "${S}/bindings/csharp/AssemblyInfo.cs" "AssemblyInformationalVersion\\(\"([^\"]*)\"\\)")
+expect("bindings/csharp/AssemblyInfo.cs AssemblyInformationalVersion" "${_v}")
+
+if(_failures)
+  message(FATAL_ERROR "version mismatch:${_failures}\n"
+          "The version lives in include/psa.h; update the files above to match it.")
+endif()
+message(STATUS "all versions match ${HEADER}")
