@@ -17,6 +17,7 @@
 
 %{
 #include <stdlib.h>
+#include <string.h>
 #include "psa.h"
 %}
 
@@ -34,9 +35,8 @@
  * libpsa call between the failing call and psa_last_error_message(). */
 static void psa_py_raise(psa_status status) {
   static PyObject* error_class = NULL;
-  PyObject* message = PyUnicode_DecodeUTF8(psa_last_error_message(),
-                                           (Py_ssize_t)strlen(psa_last_error_message()),
-                                           "replace");
+  const char* text = psa_last_error_message();
+  PyObject* message = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
   PyObject* exc;
   if (!message) return;
   if (!error_class) {
@@ -229,7 +229,7 @@ PSA_CS_OUT(psa_param_type *, type, ParamType)
     return d;
   }
   ~psa_tensor_desc() { free($self); }
-  /* Index 0..3 = B, H, L, D; other indices read -1 and write nothing. */
+  /* get_*: index 0..3 = B, H, L, D; -1 outside. */
   int64_t get_shape(int32_t i) { return i >= 0 && i < 4 ? $self->shape[i] : -1; }
   int64_t get_stride(int32_t i) { return i >= 0 && i < 4 ? $self->strides[i] : -1; }
   void set_shape(int64_t b, int64_t h, int64_t l, int64_t d) {

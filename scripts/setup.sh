@@ -5,7 +5,10 @@
 set -euo pipefail
 what=${1:-all}
 core="cmake g++ make pkg-config libyaml-cpp-dev libcxxopts-dev libgtest-dev libgmock-dev"
-bindings="swig mono-mcs mono-runtime libmono-system-runtime4.0-cil python3-dev python3-numpy python3-pytest python3-venv python3-pip cargo rustc"
+# bindings: SWIG (Python, C#), Python headers + NumPy + pytest (+ venv/pip/setuptools/wheel for
+# the `pip install` test), Mono's mcs + mono, Rust (cargo, rustc; bindgen + libclang for the
+# FFI currency check), pkg-config (the Rust crates and the pkg-config example find libpsa with it).
+bindings="swig python3-dev python3-numpy python3-pytest python3-venv python3-pip python3-setuptools python3-wheel mono-mcs mono-runtime libmono-system-runtime4.0-cil cargo rustc bindgen libclang-dev pkg-config"
 case "$what" in
   core) pkgs="$core" ;;
   bindings) pkgs="$bindings" ;;

@@ -2,6 +2,7 @@
 # a separate project against the install prefix (find_package(psa)), builds and runs it.
 #   -DSOURCE_DIR=<examples/cpp> -DWORK_DIR=<dir> -DPREFIX=<install prefix>
 #   -DGENERATOR=<generator> -DCXX=<compiler>
+cmake_minimum_required(VERSION 3.22)
 file(REMOVE_RECURSE "${WORK_DIR}")
 macro(step)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)

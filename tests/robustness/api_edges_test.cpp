@@ -121,7 +121,8 @@ TEST(ApiEdges, CpuBackendAcceptsAnyHeadDim) {
 // PSA_ERR_WRONG_MEMORY_SPACE cannot occur on a CPU-only build.
 TEST(ApiEdges, CpuBackendRejectsMisalignedTensorPointers) {
   Env e;
-  const size_t n = e.q.bytes.size();
+  constexpr size_t n = Env::kHeads * Env::kLen * Env::kDim * sizeof(float);
+  ASSERT_EQ(e.q.bytes.size(), n);
   std::vector<uint8_t> shifted(n + 8);
   std::copy(e.q.bytes.begin(), e.q.bytes.end(), shifted.begin() + 1);
   std::vector<uint8_t> out_shifted(n + 8, 0x5a);

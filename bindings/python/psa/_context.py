@@ -6,9 +6,9 @@
 import collections
 
 from . import capi
-from ._config import Backend, Config, TextPosition
+from ._config import Config
 from ._errors import Error
-from ._tensors import allocate_like, describe, describe_flat, framework_stream
+from ._tensors import allocate_like, describe, describe_flat, framework_stream, is_cuda_device
 
 _BACKENDS = {"auto": capi.PSA_BACKEND_AUTO, "cpu": capi.PSA_BACKEND_CPU,
              "cuda": capi.PSA_BACKEND_CUDA}
@@ -160,7 +160,9 @@ class Context:
         lse: True to allocate the fp32 [B, H, L] log-sum-exp, or a contiguous fp32 buffer.
         stream: CUDA stream (int, or an object with .cuda_stream / .ptr); default: PyTorch's
             or CuPy's current stream for their tensors, else the legacy default stream.
-            DLPack producers are asked to order their pending work before it.
+            DLPack producers are asked to order their pending work before it;
+            __cuda_array_interface__ objects are used as they are (their producer's stream
+            is not waited on: order that work yourself, or pass DLPack objects).
         workspace: a byte buffer on the backend's device; default: one the context keeps
             and grows (reused by later forwards: pass your own per stream when forwards of
             one context run concurrently on several streams).
@@ -209,7 +211,7 @@ def _is_cuda_object(obj):
     # DLPack first: PyTorch's __cuda_array_interface__ raises TypeError for bfloat16.
     try:
         if hasattr(obj, "__dlpack_device__"):
-            return obj.__dlpack_device__()[0] in (2, 13)
+            return is_cuda_device(obj.__dlpack_device__()[0])
         return hasattr(obj, "__cuda_array_interface__")
     except Exception:  # a property that refuses this tensor: not ours to decide here
         return False

@@ -31,11 +31,11 @@ class Tensor:
     ("cpu" or "cuda"), device_id, and `keep` (objects that must stay alive while libpsa
     uses the memory: the DLPack capsule)."""
 
-    __slots__ = ("desc", "address", "device", "device_id", "shape", "keep", "nbytes_span")
+    __slots__ = ("desc", "address", "device", "device_id", "shape", "keep")
 
-    def __init__(self, desc, address, device, device_id, shape, keep, nbytes_span):
+    def __init__(self, desc, address, device, device_id, shape, keep):
         self.desc, self.address, self.device, self.device_id = desc, address, device, device_id
-        self.shape, self.keep, self.nbytes_span = shape, keep, nbytes_span
+        self.shape, self.keep = shape, keep
 
 
 def is_cuda_device(device_type):
@@ -56,7 +56,7 @@ def _contiguous_strides(shape):
     return tuple(reversed(strides))
 
 
-def _from_array_interface(obj, iface, device, device_id, stream_note):
+def _from_array_interface(obj, iface):
     typestr = iface["typestr"]
     if typestr[0] not in "<|=" or typestr[1:] not in _TYPESTR_DTYPES:
         raise Error(capi.PSA_ERR_INVALID_DTYPE,
@@ -84,8 +84,7 @@ def _read(obj, stream):
     # NumPy version (DLPack export arrived in NumPy 1.22).
     np = sys.modules.get("numpy")
     if np is not None and isinstance(obj, np.ndarray):
-        dtype, shape, strides, address, keep = _from_array_interface(
-            obj, obj.__array_interface__, "cpu", 0, None)
+        dtype, shape, strides, address, keep = _from_array_interface(obj, obj.__array_interface__)
         return dtype, shape, strides, address, "cpu", 0, keep
     if hasattr(obj, "__dlpack__"):
         device_type, device_id = (obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__")
@@ -114,12 +113,11 @@ def _read(obj, stream):
                 device_id, (obj, capsule))
     if hasattr(obj, "__cuda_array_interface__"):
         iface = obj.__cuda_array_interface__
-        dtype, shape, strides, address, keep = _from_array_interface(obj, iface, "cuda", 0, None)
+        dtype, shape, strides, address, keep = _from_array_interface(obj, iface)
         # The interface carries no device id; libpsa checks the pointer's device itself.
         return dtype, shape, strides, address, "cuda", -1, keep
     if hasattr(obj, "__array_interface__"):
-        dtype, shape, strides, address, keep = _from_array_interface(
-            obj, obj.__array_interface__, "cpu", 0, None)
+        dtype, shape, strides, address, keep = _from_array_interface(obj, obj.__array_interface__)
         return dtype, shape, strides, address, "cpu", 0, keep
     raise TypeError("%s is not a tensor: expected a NumPy array, an object with __dlpack__ "
                     "or __cuda_array_interface__" % type(obj).__name__)
@@ -139,9 +137,7 @@ def describe(obj, name, layout, stream=None):
     desc.dtype = dtype
     desc.set_shape(*(shape[a] for a in axes))
     desc.set_strides(*(strides[a] for a in axes))
-    span = (1 + sum((e - 1) * s for e, s in zip(shape, strides))) * _ITEMSIZE[dtype] \
-        if all(shape) else 0
-    return Tensor(desc, address, device, device_id, shape, keep, span)
+    return Tensor(desc, address, device, device_id, shape, keep)
 
 
 def describe_flat(obj, name, stream=None):
