@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh -- GPU machine only: configures with CUDA, builds, runs the GPU tests
-# (psa_cuda_tests), an independent PyTorch check of the dense CUDA path through the C ABI,
-# then compute-sanitizer memcheck + racecheck on the GPU test binary. Writes logs and a short
-# summary to $OUT (or the build folder). Usage: scripts/gpu_check.sh [build-dir]
-# Env: CUDA_ARCHS (90a), GTEST_FILTER, MEMCHECK_FILTER, RACECHECK_FILTER, SANITIZER_TIMEOUT (s).
+# scripts/gpu_check.sh -- GPU machine only: build with CUDA, run psa_cuda_tests (+ timings), a
+# PyTorch dense cross-check through the C ABI, compute-sanitizer memcheck/racecheck/synccheck;
+# logs + summary.txt to $OUT (else the build dir). Usage: scripts/gpu_check.sh [build-dir]
+# Env: CUDA_ARCHS (90a), GTEST_FILTER, MEMCHECK_FILTER, RACECHECK_FILTER, SANITIZER_TIMEOUT,
+# SKIP_TIMING.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}

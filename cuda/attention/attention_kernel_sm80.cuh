@@ -1,8 +1,6 @@
 // cuda/attention/attention_kernel_sm80.cuh -- attention stage, kernel + launcher templates
-// (mma.sync m16n8k16, sm80+): one CTA per (query block, query head, batch) walks its row's
-// work list level by level; pooled blocks of one level are packed back to back so every key
-// tile is full except the last of each level (masked). Bias, visibility and the guarded
-// rescale come from attention_spec.h; this file must not define its own.
+// (mma.sync m16n8k16, sm80+): a CTA walks its row's work list level by level, pooled blocks
+// packed into full tiles. Bias, visibility, guarded rescale from attention_spec.h only.
 #pragma once
 #include <cuda_runtime_api.h>
 

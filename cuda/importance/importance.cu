@@ -1,7 +1,6 @@
-// cuda/importance/importance.cu -- importance stage: offset kernel (calls sample_offsets),
-// block-score kernel (sampled dots on tensor cores, fp32 accumulation; exp rounded from
-// double and the double row sum in key order, as importance_cpu), launchers and entries.
-// Must not define its own sampling rule.
+// cuda/importance/importance.cu -- importance stage, kernel + launcher + entry: offsets via
+// sample_offsets; sampled dots on tensor cores (fp32 accumulation), then exp and the double row
+// sum in importance_cpu's order. Must not define its own sampling or scoring rule.
 #include <cstdint>
 
 #include "cuda/core/cuda_status.h"

@@ -1,7 +1,6 @@
-// cuda/mask/levels.cu -- mask stage (level map, spec 4 + post-processing): kernel, launcher,
-// entry. One CTA per row: bitonic sort by ranks_before, rank intervals and post-processing
-// from mask_spec.h (sequential cumulative mass, as the CPU), so levels equal the CPU's given
-// the same scores. Must not hold a count, order or visibility rule of its own.
+// cuda/mask/levels.cu -- mask stage (level map), kernel + launcher + entry: per row a bitonic
+// sort by ranks_before, then mask_spec.h's rank intervals (sequential cumulative mass, as the
+// CPU) and post-processing. Must not hold a count, order or visibility rule of its own.
 #include <cstdint>
 
 #include "cuda/core/cuda_status.h"

@@ -1,8 +1,6 @@
-// tests/cuda/attention_cuda_test.cpp -- attention stage on the GPU against the CPU oracle
-// (sparse_attention_cpu / dense_attention_cpu, fp32): every level mix, block_n, head dim,
-// dtype, block_m, causal, GQA/MQA, odd and unequal lengths, batch > 1, strided q/out, LSE.
-// Budget per case: rel-L2(gpu, ref32) <= k * rel-L2(round16(ref32), ref32) + atol, i.e.
-// relative to the error of merely storing the exact answer in the input type.
+// tests/cuda/attention_cuda_test.cpp -- attention stage on the GPU vs sparse/dense_attention_cpu
+// for every level mix, block size, head dim, dtype, causal, GQA, shape, stride and LSE; budget
+// rel-L2(gpu, ref32) <= k * rel-L2(round16(ref32), ref32) + atol (storage-error baseline).
 #include <memory>
 #include <string>
 

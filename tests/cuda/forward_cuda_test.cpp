@@ -1,7 +1,6 @@
-// tests/cuda/forward_cuda_test.cpp -- the CUDA backend end to end through the public C API:
-// every preset of the embedded attention_config.yaml at a small shape equals the CPU
-// backend within tolerance (and reports the same level statistics); CUDA-graph capture and
-// replay is bit-identical; two contexts on two streams equal serial runs; pointer checks.
+// tests/cuda/forward_cuda_test.cpp -- CUDA backend end to end through the C API: every preset
+// equals the CPU backend within tolerance (same level statistics); graph replay and two contexts
+// on two streams are bit-identical to serial runs; pointer/dtype/head-dim errors.
 #include <cstring>
 #include <string>
 #include <thread>

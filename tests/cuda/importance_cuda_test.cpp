@@ -1,7 +1,6 @@
-// tests/cuda/importance_cuda_test.cpp -- importance stage on the GPU: sampled offsets equal
-// sample_offsets exactly; block scores match importance_cpu to fp32 rounding (the GPU sums
-// the sampled dots on tensor cores in another order), on random and video-like inputs, GQA,
-// Lq != Lk, odd L, 2..128 samples per block.
+// tests/cuda/importance_cuda_test.cpp -- importance stage on the GPU: offsets equal sample_offsets
+// exactly; scores match importance_cpu to fp32 rounding (tensor-core dot order) on random and
+// video-like inputs, GQA, Lq != Lk, odd L, 2..128 samples per block.
 #include "cuda/importance/importance_cuda.h"
 #include "cuda_test_util.h"
 #include "importance/importance.h"

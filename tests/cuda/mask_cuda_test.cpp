@@ -1,8 +1,6 @@
-// tests/cuda/mask_cuda_test.cpp -- mask stage on the GPU: given the CPU's scores (and cap)
-// the GPU level map is IDENTICAL to build_mask_row + postprocess_levels for every mode,
-// block/tile pair, causal, text rule and the similarity cap; the GPU cap equals sim_cap_row;
-// the work list is an exact compaction; with each side's own scores the disagreement rate
-// is reported.
+// tests/cuda/mask_cuda_test.cpp -- mask stage on the GPU: given the CPU's scores and caps the
+// level map is IDENTICAL to build_mask_row + postprocess_levels (all modes, blocks, causal, text,
+// sim cap); cap and work list exact; disagreement rate reported with each side's own scores.
 #include <map>
 
 #include "cuda/importance/importance_cuda.h"

@@ -1,7 +1,6 @@
-// tests/cuda/timing_cuda_test.cpp -- informative timings of whole CUDA forwards at a
-// production-like shape (Wan2.1 480p: 1 x 12 heads x 32760 tokens x 128), dense vs sparse
-// presets. Disabled by default (no assertion beyond success); scripts/gpu_check.sh runs it
-// with --gtest_also_run_disabled_tests. Times with CUDA events, median of 5 after warm-up.
+// tests/cuda/timing_cuda_test.cpp -- informative timings at Wan2.1 480p (1 x 12 x 32760 x 128):
+// whole forwards per preset and per-stage times. Disabled by default; scripts/gpu_check.sh runs
+// them with --gtest_also_run_disabled_tests. CUDA events, median/mean after warm-up.
 #include <algorithm>
 #include <string>
 

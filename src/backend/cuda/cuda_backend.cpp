@@ -1,7 +1,6 @@
-// backend/cuda/cuda_backend.cpp -- the CUDA backend: plans device tables and the workspace
-// layout (prepare, may allocate), then enqueues the stage entries of cuda/ on the caller's
-// stream (forward: no allocation, no synchronisation, no device-to-host copy). Built by the
-// host compiler in every build; without PSA_WITH_CUDA only the unavailable stubs remain.
+// backend/cuda/cuda_backend.cpp -- CUDA backend: prepare() plans device tables and the workspace
+// (may allocate); forward() only enqueues cuda/ stage entries on the caller's stream (no alloc,
+// sync or device-to-host copy). Without PSA_WITH_CUDA only the "unavailable" stubs remain.
 #include <cstdint>
 #include <memory>
 
