@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <set>
 
 #include "config/params.h"
@@ -83,17 +86,52 @@ psa_status type_error(const std::string& path, const Node& n, const std::string&
                    node_kind(n).c_str());
 }
 
+// Numbers are parsed from the scalar text with std::from_chars: locale-independent and free of
+// iostreams. (yaml-cpp's convert<> goes through std::stringstream and its locale facets, which
+// crashed inside a process that had imported PyTorch on the GPU machine.)
+bool parse_int(const std::string& text, int64_t* v) {
+  const char* b = text.data();
+  const char* e = b + text.size();
+  if (b != e && *b == '+') ++b;
+  int base = 10;
+  bool neg = false;
+  if (b != e && *b == '-') {
+    neg = true;
+    ++b;
+  }
+  if (e - b > 2 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X')) {
+    base = 16;
+    b += 2;
+  }
+  if (b == e || *b == '-' || *b == '+') return false;
+  uint64_t u = 0;
+  auto r = std::from_chars(b, e, u, base);
+  if (r.ec != std::errc() || r.ptr != e) return false;
+  if (!neg && u > static_cast<uint64_t>(INT64_MAX)) return false;
+  if (neg && u > static_cast<uint64_t>(INT64_MAX) + 1) return false;
+  *v = neg ? static_cast<int64_t>(0 - u) : static_cast<int64_t>(u);
+  return true;
+}
+
+bool parse_double(const std::string& text, double* v) {
+  const char* b = text.data();
+  const char* e = b + text.size();
+  if (b != e && *b == '+') ++b;
+  if (b == e || *b == '+') return false;
+  auto r = std::from_chars(b, e, *v, std::chars_format::general);
+  return r.ec == std::errc() && r.ptr == e && std::isfinite(*v);
+}
+
 psa_status read_int(const Node& n, const std::string& path, int64_t* out) {
   int64_t v = 0;
-  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
-    return type_error(path, n, "an integer");
+  if (!n.IsScalar() || !parse_int(n.Scalar(), &v)) return type_error(path, n, "an integer");
   *out = v;
   return PSA_OK;
 }
 
 psa_status read_double(const Node& n, const std::string& path, double* out) {
   double v = 0.0;
-  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v)) return type_error(path, n, "a number");
+  if (!n.IsScalar() || !parse_double(n.Scalar(), &v)) return type_error(path, n, "a number");
   *out = v;
   return PSA_OK;
 }
