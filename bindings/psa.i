@@ -5,7 +5,7 @@
  * (SWIG maps size_t, unsigned long and uintptr_t to a 32-bit uint there): never define
  * SWIGWORDSIZE64 for it. Python defines it where C long is 64-bit (LP64), so that SWIG's
  * int64_t is the C compiler's. The C# wrapper is compiled with
- * -Wno-incompatible-pointer-types: SWIG casts the int64_t[3] parameter to long long*,
+ * -Wno-incompatible-pointer-types: SWIG casts int64_t* parameters to long long*,
  * the same 64-bit type as the header's long* there.
  *
  *   Python: swig -python -DSWIGWORDSIZE64 -I<include> -Ipython -outdir <pkg> -o capi_wrap.c psa.i

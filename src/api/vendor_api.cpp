@@ -56,7 +56,7 @@ psa_status make_config(psa_method method, double sparsity, int32_t keep_sink,
 extern "C" PSA_API psa_status psa_sparse_attention(
     const void* q, const void* k, const void* v, void* out, psa_dtype dtype, int64_t batch,
     int64_t heads, int64_t seq_len, int64_t head_dim, psa_layout layout, psa_method method,
-    double sparsity, int64_t txt_len, const int64_t latent_shape_q[3], int32_t keep_sink,
+    double sparsity, int64_t txt_len, const int64_t* latent_shape_q, int32_t keep_sink,
     int32_t keep_recent, double cdf_threshold, double scale, int32_t causal,
     psa_backend backend, void* stream) {
   PSA_API_BEGIN

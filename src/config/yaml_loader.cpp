@@ -131,7 +131,7 @@ psa_status read_int(const Node& n, const std::string& path, int64_t* out) {
 
 psa_status read_double(const Node& n, const std::string& path, double* out) {
   double v = 0.0;
-  if (!n.IsScalar() || !parse_double(n.Scalar(), &v)) return type_error(path, n, "a number");
+  if (!n.IsScalar() || !parse_double(n.Scalar(), &v)) return type_error(path, n, "a finite number");
   *out = v;
   return PSA_OK;
 }

@@ -89,7 +89,7 @@ void add_null_pointer_cases(std::vector<BadCase>& v) {
   v.push_back({"get_int_null_value", N, "value", [](Env& e) { return psa_config_get_int(e.cfg.get(), PSA_PARAM_BLOCK_M, nullptr); }});
   v.push_back({"get_double_null_config", N, "config", [](Env& e) { return psa_config_get_double(nullptr, PSA_PARAM_SCALE, &e.f64); }});
   v.push_back({"get_double_null_value", N, "value", [](Env& e) { return psa_config_get_double(e.cfg.get(), PSA_PARAM_SCALE, nullptr); }});
-  v.push_back({"param_from_name_null_name", N, "name", [](Env& e) { return psa_param_from_name(nullptr, &e.param_out); }});
+  v.push_back({"param_from_name_null_name", N, "name", [](Env& e) { return psa_param_from_name(nullptr, e.param_out); }});
   v.push_back({"param_from_name_null_param", N, "param", [](Env&) { return psa_param_from_name("block_size.m", nullptr); }});
   // Catalog.
   v.push_back({"catalog_open_null_out", N, "out", [](Env&) { return psa_catalog_open(nullptr, nullptr); }});
@@ -401,10 +401,10 @@ void add_config_cases(std::vector<BadCase>& v) {
                  return psa_config_get_double(e.cfg.get(), PSA_PARAM_BLOCK_N, &e.f64);
                }});
   v.push_back({"param_info_unknown", A, "param = 1000", [](Env& e) {
-                 return psa_param_info(psa_param(1000), &e.name_out, &e.type_out, &e.f64, &e.f64b);
+                 return psa_param_info(psa_param(1000), &e.name_out, e.type_out, &e.f64, &e.f64b);
                }});
   v.push_back({"param_from_name_unknown", PSA_ERR_NOT_FOUND, "mask_ratio.1", [](Env& e) {
-                 return psa_param_from_name("mask_ratio.1", &e.param_out);
+                 return psa_param_from_name("mask_ratio.1", e.param_out);
                }});
   // Cross-parameter rules: psa_config_validate and psa_context_create (on a clone).
   v.push_back({"validate_ratio_ends_decrease", C, "mask_ratios.2 = 0.05", [](Env& e) {
@@ -564,8 +564,8 @@ TEST_P(RobustBadInput, StatusMessageNothingWrittenContextUsable) {
   EXPECT_EQ(e.f64, kSentinelF64);
   EXPECT_EQ(e.f64b, kSentinelF64);
   EXPECT_EQ(e.u64, kSentinelU64);
-  EXPECT_EQ(static_cast<int32_t>(e.param_out), kSentinelI32);
-  EXPECT_EQ(static_cast<int32_t>(e.type_out), kSentinelI32);
+  EXPECT_EQ(e.param_raw, kSentinelI32);
+  EXPECT_EQ(e.type_raw, kSentinelI32);
   EXPECT_EQ(e.name_out, reinterpret_cast<const char*>(uintptr_t{0x5a5a80}));
   EXPECT_EQ(0, std::memcmp(&e.desc_out, desc_before.data(), sizeof e.desc_out));
   EXPECT_EQ(0, std::memcmp(&e.stats, stats_before.data(), sizeof e.stats));

@@ -105,8 +105,11 @@ struct Env {
   int32_t i32 = kSentinelI32;
   double f64 = kSentinelF64, f64b = kSentinelF64;
   uint64_t u64 = kSentinelU64;
-  psa_param param_out = static_cast<psa_param>(kSentinelI32);
-  psa_param_type type_out = static_cast<psa_param_type>(kSentinelI32);
+  // Enum out parameters live in int32 storage: a sentinel outside an enum's range, read as
+  // that enum, would itself be undefined behaviour (UBSan -fsanitize=enum).
+  int32_t param_raw = kSentinelI32, type_raw = kSentinelI32;
+  psa_param* param_out = reinterpret_cast<psa_param*>(&param_raw);
+  psa_param_type* type_out = reinterpret_cast<psa_param_type*>(&type_raw);
   const char* name_out = reinterpret_cast<const char*>(uintptr_t{0x5a5a80});
   psa_tensor_desc desc_out{};
   psa_stats stats{};

@@ -183,7 +183,8 @@ class CpuBackend final : public Backend {
         load_head(a.k, pb.dtype, a.k_stride, b, hk, lk, d, ksrc, s.k);
         load_head(a.v, pb.dtype, a.v_stride, b, hk, lk, d, ksrc, s.v);
         c.stage_ms[PSA_STAGE_REARRANGE] += ms_since(t0);
-        if (!a.dense) {
+        const bool block_method = cfg.method == PSA_METHOD_RF_V2 || cfg.method == PSA_METHOD_ADA_BSA;
+        if (!a.dense && !block_method) {  // the other methods use full-resolution blocks only
           t0 = Clock::now();
           pool_pyramid_cpu(s.k, lk, d, nk, plan.block_n, s.k2, s.k4, s.k8);
           pool_pyramid_cpu(s.v, lk, d, nk, plan.block_n, s.v2, s.v4, s.v8);

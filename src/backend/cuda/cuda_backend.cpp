@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/cuda/cuda_stage_timer.h"
 #include "backend/cuda/cuda_workspace.h"
 #include "cuda/attention/attention_cuda.h"
 #include "cuda/core/cuda_status.h"
@@ -23,6 +24,9 @@
 #include "mask/mask.h"
 
 namespace psa {
+
+CudaStageTimer* g_cuda_stage_timer = nullptr;
+
 namespace {
 
 // Makes `device` current for a scope and restores the caller's device afterwards.
@@ -235,12 +239,22 @@ class CudaBackend final : public Backend {
     }
 
     PSA_RETURN_IF(!w.sparse, PSA_ERR_INTERNAL, "CUDA forward: sparse step on a dense-only plan");
+    CudaStageTimer* timer = g_cuda_stage_timer;
+    auto mark = [&](int which) {
+      if (timer) cudaEventRecord(static_cast<cudaEvent_t>(timer->events[which]), stream);
+    };
+    if (timer) {
+      timer->levels_offset = w.levels;
+      timer->levels_bytes = static_cast<uint64_t>(pb.batch * pb.heads_q * plan.q_blocks * plan.k_blocks);
+    }
+    mark(kStageEvStart);
     PSA_CUDA_TRY(cudaMemsetAsync(counts_, 0, sizeof(unsigned long long) * kNumSlots, stream),
                  "level counts: cudaMemsetAsync");
     // 1. rearrange into contiguous copies.
     PSA_TRY(gather(a.q, a.q_stride, pb.heads_q, pb.len_q, data->q_src, w.q));
     PSA_TRY(gather(a.k, a.k_stride, pb.heads_kv, pb.len_k, data->k_src, w.k));
     PSA_TRY(gather(a.v, a.v_stride, pb.heads_kv, pb.len_k, data->k_src, w.v));
+    mark(kStageEvRearranged);
     // 2. pyramid.
     gpu::PoolArgs pa;
     pa.dtype = pb.dtype;
@@ -255,6 +269,7 @@ class CudaBackend final : public Backend {
     pa.x = ws + w.v;
     for (int l = 0; l < 3; ++l) pa.out[l] = ws + w.v_pooled[l];
     PSA_TRY(gpu::pool_pyramid_cuda(pa, stream));
+    mark(kStageEvPooled);
     // 3. importance.
     gpu::OffsetArgs oa;
     oa.seed = static_cast<uint64_t>(cfg.seed);
@@ -286,6 +301,7 @@ class CudaBackend final : public Backend {
     sa.scale = plan.scale;
     sa.scores = reinterpret_cast<float*>(ws + w.scores);
     PSA_TRY(gpu::block_scores_cuda(sa, stream));
+    mark(kStageEvImportance);
     // 4. mask: similarity cap, levels, work list (+ level counts).
     int8_t* cap = nullptr;
     if (cfg.use_sim_mask) {
@@ -334,6 +350,7 @@ class CudaBackend final : public Backend {
     wa.count = reinterpret_cast<int32_t*>(ws + w.wl_count);
     wa.stats = counts_;
     PSA_TRY(gpu::build_worklist_cuda(wa, stream));
+    mark(kStageEvMask);
     // 5. sparse attention; the epilogue writes row x back to caller row q_src[x].
     at.dense = false;
     at.q = ws + w.q;
@@ -349,7 +366,9 @@ class CudaBackend final : public Backend {
     at.wl_blocks = wa.blocks;
     at.wl_count = wa.count;
     at.out_rows = data->q_src;
-    return gpu::attention_cuda(at, stream);
+    PSA_TRY(gpu::attention_cuda(at, stream));
+    mark(kStageEvAttention);
+    return PSA_OK;
   }
 
   psa_status read_counts(LevelCounts* counts) override {
