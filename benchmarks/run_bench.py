@@ -66,7 +66,7 @@ def table(bench, cudnn, shapes):
                 continue
             sm = r["stage_ms"]
             dense = r["kind"] == "dense"
-            stages = "| | | | | |" if dense else (
+            stages = "| | | | | | |" if dense else (
                 f"| {sm['rearrange']:.3f} | {sm['pool']:.3f} | {sm['importance']:.3f} | {sm['mask']:.3f} | "
                 f"{sm['attention_and_inverse']:.3f} | {100 * r['pre_attention_ms'] / c['ms']:.1f}% |")
             cfg = r["config"]

@@ -37,7 +37,7 @@ __device__ __forceinline__ int swz(int row, int chunk) {
 }
 
 template <typename T, int D, int BM>
-__global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads)
+__global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads, (D == 64 ? 2 : 1))
     sparse_attention_kernel(const AttnKernelParams p) {
   using Tr = AttnTraits<D, BM>;
   constexpr int KT = Tr::kKeyTile;
@@ -114,7 +114,8 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads)
 
   // Packed stream position w of level li -> token of that level (-1 past the stream end):
   // entry w / P of the level's list, token w % P of that block (P = block_n / level).
-  auto load_tile = [&](int32_t t, int stage) {
+  auto load_tile = [&](int32_t t, int stage) -> bool {
+    bool all_valid = true;
     int32_t w0;
     const int li = level_of_tile(t, w0);
     const int32_t P = static_cast<int32_t>(p.block_n >> li);
@@ -135,10 +136,12 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads)
         }
       }
       const bool valid = tok >= 0 && (li > 0 || tok < p.len_k);
+      all_valid = all_valid && valid;
       cp_async_16(dk + swz<D>(r, cc), valid ? kb + tok * p.k_sl[li] + cc * 8 : kb, valid);
       cp_async_16(dv + swz<D>(r, cc), valid ? vb + tok * p.v_sl[li] + cc * 8 : vb, valid);
       if (cc == 0) sTok[stage * KT + r] = static_cast<int32_t>(tok);
     }
+    return all_valid;
   };
 
   uint32_t qf[D / 16][4];
@@ -149,16 +152,23 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads)
   float l_run[2] = {0.0f, 0.0f};
   const int wrow = warp * 16;
   constexpr float kLog2e = 1.4426950408889634f;
+  // Logits live in the log2 domain: z2 = (scale * q.k + ln p) * log2(e), one FMA per score.
+  const float sl2 = p.scale * kLog2e;
 
-  if (total > 0) load_tile(0, 0);
+  // full_cur: every key of the current tile is a valid token (no per-column test needed
+  // without causality); obtained from the barrier that follows the tile's loads.
+  bool v0 = true;
+  if (total > 0) v0 = load_tile(0, 0);
   cp_async_commit();
+  bool full_cur = __syncthreads_and(v0) != 0;
 
   for (int32_t t = 0; t < total; ++t) {
     const int stage = t & 1;
-    if (t + 1 < total) load_tile(t + 1, stage ^ 1);
+    bool v_next = true;
+    if (t + 1 < total) v_next = load_tile(t + 1, stage ^ 1);
     cp_async_commit();
     cp_async_wait<1>();
-    __syncthreads();
+    const bool full_next = __syncthreads_and(v_next) != 0;
     if (t == 0) {
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
@@ -167,7 +177,7 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads)
     int32_t w0;
     const int li = level_of_tile(t, w0);
     const int level = 1 << li;
-    const float bias = level_log_bias(level);
+    const float bias2 = level_log_bias(level) * kLog2e;
     const T* tk = sK + stage * KT * D;
     const T* tv = sV + stage * KT * D;
     const int32_t* tok = sTok + stage * KT;
@@ -186,18 +196,37 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads)
       }
     }
 
-    // Logits z = scale * q.k + ln p, -inf where the token is not visible to the row.
+    // Logits z2 = (scale * q.k + ln p) * log2 e, -inf where the token is not visible to the
+    // row. Without causality visibility depends on the column only: a full tile needs no test.
     float mx[2] = {neg_inf(), neg_inf()};
+    if (!p.causal) {
 #pragma unroll
-    for (int n = 0; n < KT / 8; ++n) {
+      for (int n = 0; n < KT / 8; ++n) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = n * 8 + tq * 2 + (e & 1);
-        const int64_t x = x0 + wrow + g + (e >> 1) * 8;
-        const int32_t tk_idx = tok[col];
-        const bool vis = tk_idx >= 0 && token_visible(x, tk_idx, level, p.len_k, p.causal != 0, offset);
-        s[n][e] = vis ? s[n][e] * p.scale + bias : neg_inf();
-        mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+        for (int e1 = 0; e1 < 2; ++e1) {
+          float cb = bias2;
+          if (!full_cur) {
+            const int32_t tk_idx = tok[n * 8 + tq * 2 + e1];
+            cb = tk_idx >= 0 && (li > 0 || tk_idx < p.len_k) ? bias2 : neg_inf();
+          }
+          s[n][e1] = fmaf(s[n][e1], sl2, cb);
+          s[n][e1 + 2] = fmaf(s[n][e1 + 2], sl2, cb);
+          mx[0] = fmaxf(mx[0], s[n][e1]);
+          mx[1] = fmaxf(mx[1], s[n][e1 + 2]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < KT / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = n * 8 + tq * 2 + (e & 1);
+          const int64_t x = x0 + wrow + g + (e >> 1) * 8;
+          const int32_t tk_idx = tok[col];
+          const bool vis = tk_idx >= 0 && token_visible(x, tk_idx, level, p.len_k, true, offset);
+          s[n][e] = vis ? fmaf(s[n][e], sl2, bias2) : neg_inf();
+          mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+        }
       }
     }
     float alpha[2], m_use[2];
@@ -206,7 +235,7 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads)
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
       const float m_new = fmaxf(m_run[r], mx[r]);
-      alpha[r] = rescale_factor(m_run[r], m_new);
+      alpha[r] = m_run[r] == neg_inf() ? 0.0f : fast_exp2(m_run[r] - m_new);  // rescale_factor, log2 domain
       m_run[r] = m_new;
       m_use[r] = m_new == neg_inf() ? 0.0f : m_new;  // fully masked so far: every p is 0
       l_run[r] *= alpha[r];
@@ -215,7 +244,7 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads)
     for (int n = 0; n < KT / 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[n][e] = fast_exp2((s[n][e] - m_use[e >> 1]) * kLog2e);
+        s[n][e] = fast_exp2(s[n][e] - m_use[e >> 1]);
         l_run[e >> 1] += s[n][e];
       }
     }
@@ -242,6 +271,7 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads)
         mma_16816<T>(acc[2 * dp + 1], pa, vf[2], vf[3]);
       }
     }
+    full_cur = full_next;
     __syncthreads();
   }
   cp_async_wait<0>();
@@ -261,7 +291,7 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads)
       const int64_t x = x0 + wrow + g + r * 8;
       if (x < p.len_q) {
         const int64_t orow = p.out_rows ? p.out_rows[x] : x;
-        p.lse[(b * p.heads_q + h) * p.len_q + orow] = l_run[r] > 0.0f ? m_run[r] + logf(l_run[r]) : neg_inf();
+        p.lse[(b * p.heads_q + h) * p.len_q + orow] = l_run[r] > 0.0f ? m_run[r] * 0.6931471805599453f + logf(l_run[r]) : neg_inf();
       }
     }
   }

@@ -31,7 +31,8 @@ __global__ void sample_offsets_kernel(uint64_t seed, int64_t heads_q, int32_t bl
                    k_off + bh * k_count);
 }
 
-constexpr int kThreads = 128;  // 4 warps
+constexpr int kThreads = 256;  // 8 warps
+constexpr int kKC = 128;       // sampled keys per chunk (whole key blocks)
 
 struct ScoreKernelParams {
   const void* q;
@@ -42,6 +43,8 @@ struct ScoreKernelParams {
   int32_t q_count, k_count;
   int32_t rows;              // q_count rounded up to 16 (mma row tiles)
   int32_t blocks_per_chunk;  // G: key blocks per chunk; chunk keys = G * k_count <= KC
+  int32_t single_pass;       // every block-max logit kept in shared memory: one pass over K
+  int32_t ld_a;              // abuf row stride: nk (single pass) or G
   float scale;
   float* scores;
 };
@@ -53,21 +56,30 @@ __device__ __forceinline__ int swz(int row, int chunk) {
   return row * D + ((chunk ^ (row & 7)) << 3);
 }
 
+template <int D, int KC>
+size_t score_smem_bytes(int rows, int ld_a, int64_t nk) {
+  return sizeof(uint16_t) * (static_cast<size_t>(rows) + 2 * KC) * D +
+         sizeof(float) * (static_cast<size_t>(rows) * (KC + 4) + static_cast<size_t>(rows) * ld_a + rows +
+                          static_cast<size_t>(nk));
+}
+
 // One CTA per (query block i, query head h, batch b). The sampled query rows sit in shared
-// memory once; key blocks stream through in chunks of KC sampled keys whose dot products
-// come from mma.sync (fp32 accumulation). Pass 0 finds each sampled row's max logit over
-// all key blocks, pass 1 turns logits into exp(a - max) and keeps the max over rows per key
-// block; the row is then normalised by its double sum in key order (importance_cpu).
+// memory once; key blocks stream through in chunks of KC sampled keys (two buffers: the next
+// chunk's cp.async runs under this chunk's mma.sync, fp32 accumulation). Each sampled row's
+// block-max logits a[r][j] go to abuf with the row max m[r]. Single pass (abuf holds the whole
+// row, the usual case): then exp(a - m) and the max over rows per key block straight from
+// abuf. Otherwise pass 0 finds m and pass 1 recomputes the logits (the original two-pass
+// order). The row is then normalised by its double sum in key order (importance_cpu).
 template <typename T, int D, int KC>
 __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParams p) {
   constexpr int kLd = KC + 4;  // dots row stride (floats)
   constexpr int kChunks = D / 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sq = reinterpret_cast<T*>(smem_raw);                         // [rows][D]
-  T* sk = sq + p.rows * D;                                        // [KC][D]
-  float* dots = reinterpret_cast<float*>(sk + KC * D);            // [rows][kLd]
-  float* abuf = dots + p.rows * kLd;                              // [rows][G]
-  float* mrow = abuf + p.rows * p.blocks_per_chunk;               // [rows]
+  T* sk = sq + p.rows * D;                                        // [2][KC][D]
+  float* dots = reinterpret_cast<float*>(sk + 2 * KC * D);        // [rows][kLd]
+  float* abuf = dots + p.rows * kLd;                              // [rows][ld_a]
+  float* mrow = abuf + p.rows * p.ld_a;                           // [rows]
   float* prow = mrow + p.rows;                                    // [nk]
   __shared__ double total;
 
@@ -80,7 +92,10 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
   const int32_t* qo = p.q_off + bh * p.q_count;
   const int32_t* ko = p.k_off + bh * p.k_count;
   const int G = p.blocks_per_chunk;
+  const int ldA = p.ld_a;
+  const bool single = p.single_pass != 0;
   const float ninf = -INFINITY;
+  const int64_t n_chunks = (p.nk + G - 1) / G;
 
   for (int64_t j = tid; j < p.nk; j += kThreads) prow[j] = 0.0f;
   for (int c = tid; c < p.rows * kChunks; c += kThreads) {
@@ -93,21 +108,32 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
   const int row_tiles = p.rows / 16;
   const int items = row_tiles * (KC / 32);
 
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int64_t jb = 0; jb < p.nk; jb += G) {
+  auto load_chunk = [&](int64_t ci, int buf) {
+    const int64_t jb = ci * G;
+    const int gc = static_cast<int>(min(static_cast<int64_t>(G), p.nk - jb));
+    const int keys = gc * p.k_count;
+    T* dst = sk + buf * KC * D;
+    for (int c = tid; c < KC * kChunks; c += kThreads) {
+      const int r = c / kChunks, cc = c % kChunks;
+      const bool valid = r < keys;
+      const int64_t tok = valid ? sampled_token(jb + r / p.k_count, p.block_n, ko[r % p.k_count], p.len_k) : 0;
+      cp_async_16(dst + swz<D>(r, cc), k + tok * D + cc * 8, valid);
+    }
+  };
+
+  const int passes = single ? 1 : 2;
+  for (int pass = 0; pass < passes; ++pass) {
+    load_chunk(0, 0);
+    cp_async_commit();
+    for (int64_t ci = 0; ci < n_chunks; ++ci) {
+      const int64_t jb = ci * G;
       const int gc = static_cast<int>(min(static_cast<int64_t>(G), p.nk - jb));
-      const int keys = gc * p.k_count;
-      __syncthreads();  // previous chunk's sk / abuf readers are done
-      for (int c = tid; c < KC * kChunks; c += kThreads) {
-        const int r = c / kChunks, cc = c % kChunks;
-        const bool valid = r < keys;
-        const int64_t tok =
-            valid ? sampled_token(jb + r / p.k_count, p.block_n, ko[r % p.k_count], p.len_k) : 0;
-        cp_async_16(sk + swz<D>(r, cc), k + tok * D + cc * 8, valid);
-      }
+      __syncthreads();  // previous chunk's dots / abuf readers are done
+      if (ci + 1 < n_chunks) load_chunk(ci + 1, static_cast<int>((ci + 1) & 1));
       cp_async_commit();
-      cp_async_wait<0>();
+      cp_async_wait<1>();
       __syncthreads();
+      const T* tk = sk + (ci & 1) * KC * D;
       // dots[r][c] = q_r . k_c for 16-row x 32-key items, spread over the warps.
       for (int item = warp; item < items; item += kThreads / 32) {
         const int rt = item / (KC / 32), cg = item % (KC / 32);
@@ -121,7 +147,7 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
 #pragma unroll
           for (int np = 0; np < 2; ++np) {
             uint32_t kf[4];
-            ldmatrix_x4(kf, sk + swz<D>(cg * 32 + np * 16 + (lane & 7) + (lane >> 4) * 8, kk * 2 + ((lane >> 3) & 1)));
+            ldmatrix_x4(kf, tk + swz<D>(cg * 32 + np * 16 + (lane & 7) + (lane >> 4) * 8, kk * 2 + ((lane >> 3) & 1)));
             mma_16816<T>(acc[2 * np], a, kf[0], kf[1]);
             mma_16816<T>(acc[2 * np + 1], a, kf[2], kf[3]);
           }
@@ -138,33 +164,46 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
         }
       }
       __syncthreads();
+      const int64_t abase = single ? jb : 0;
       for (int idx = tid; idx < p.q_count * gc; idx += kThreads) {
         const int r = idx / gc, jj = idx % gc;
         float best = ninf;
         for (int c = 0; c < p.k_count; ++c) best = fmaxf(best, dots[r * kLd + jj * p.k_count + c]);
         const float a = __fmul_rn(p.scale, best);  // rounded on its own, as the CPU
         if (pass == 0) {
-          abuf[r * G + jj] = a;
+          abuf[r * ldA + abase + jj] = a;
         } else {
           const float e = static_cast<float>(exp(static_cast<double>(__fsub_rn(a, mrow[r]))));
-          abuf[r * G + jj] = e != e ? 0.0f : e;
+          abuf[r * ldA + jj] = e != e ? 0.0f : e;
         }
       }
       __syncthreads();
       if (pass == 0) {
         if (tid < p.q_count) {
           float m = mrow[tid];
-          for (int jj = 0; jj < gc; ++jj) m = fmaxf(m, abuf[tid * G + jj]);
+          for (int jj = 0; jj < gc; ++jj) m = fmaxf(m, abuf[tid * ldA + abase + jj]);
           mrow[tid] = m;
         }
       } else if (tid < gc) {
         float best = prow[jb + tid];
-        for (int r = 0; r < p.q_count; ++r) best = fmaxf(best, abuf[r * G + tid]);
+        for (int r = 0; r < p.q_count; ++r) best = fmaxf(best, abuf[r * ldA + tid]);
         prow[jb + tid] = best;
       }
     }
+    cp_async_wait<0>();
   }
   __syncthreads();
+  if (single) {  // pass 1 from the kept logits: same values, no second sweep over K
+    for (int64_t j = tid; j < p.nk; j += kThreads) {
+      float best = 0.0f;  // prow starts at 0 in the two-pass order too
+      for (int r = 0; r < p.q_count; ++r) {
+        const float e = static_cast<float>(exp(static_cast<double>(__fsub_rn(abuf[r * ldA + j], mrow[r]))));
+        best = fmaxf(best, e != e ? 0.0f : e);
+      }
+      prow[j] = best;
+    }
+    __syncthreads();
+  }
   if (tid == 0) {  // importance_cpu's row sum: double, sequential in key order
     double s = 0.0;
     for (int64_t j = 0; j < p.nk; ++j) s += prow[j];
@@ -178,15 +217,19 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
 }
 
 template <typename T, int D, int KC>
-psa_status launch_scores(const ScoreKernelParams& p, int64_t batch, cudaStream_t stream) {
-  const size_t smem = sizeof(uint16_t) * static_cast<size_t>(p.rows + KC) * D +
-                      sizeof(float) * (static_cast<size_t>(p.rows) * (KC + 4) +
-                                       static_cast<size_t>(p.rows) * p.blocks_per_chunk + p.rows +
-                                       static_cast<size_t>(p.nk));
+psa_status launch_scores(ScoreKernelParams p, int64_t batch, cudaStream_t stream) {
   int dev = 0, limit = 0;
   PSA_CUDA_TRY(cudaGetDevice(&dev), "block_scores_kernel: cudaGetDevice");
   PSA_CUDA_TRY(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
                "block_scores_kernel: cudaDeviceGetAttribute");
+  p.single_pass = 1;
+  p.ld_a = static_cast<int32_t>(p.nk);
+  size_t smem = score_smem_bytes<D, KC>(p.rows, p.ld_a, p.nk);
+  if (smem > static_cast<size_t>(limit)) {  // the row's logits do not fit: two passes
+    p.single_pass = 0;
+    p.ld_a = p.blocks_per_chunk;
+    smem = score_smem_bytes<D, KC>(p.rows, p.ld_a, p.nk);
+  }
   PSA_RETURN_IF(smem > static_cast<size_t>(limit), PSA_ERR_UNSUPPORTED,
                 "importance: %lld key blocks with %d sampled queries need %zu bytes of shared "
                 "memory; this device allows %d",
@@ -204,8 +247,9 @@ psa_status launch_scores(const ScoreKernelParams& p, int64_t batch, cudaStream_t
 template <typename T>
 psa_status dispatch_scores(const ScoreKernelParams& p, int64_t d, int kc, int64_t batch,
                            cudaStream_t stream) {
-  if (d == 64) return kc == 64 ? launch_scores<T, 64, 64>(p, batch, stream) : launch_scores<T, 64, 128>(p, batch, stream);
-  if (d == 128) return kc == 64 ? launch_scores<T, 128, 64>(p, batch, stream) : launch_scores<T, 128, 128>(p, batch, stream);
+  (void)kc;
+  if (d == 64) return launch_scores<T, 64, kKC>(p, batch, stream);
+  if (d == 128) return launch_scores<T, 128, kKC>(p, batch, stream);
   return set_error(PSA_ERR_UNSUPPORTED, "q: shape[3] (head_dim) = %lld; supported: 64, 128",
                    static_cast<long long>(d));
 }
@@ -248,8 +292,8 @@ psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
   p.scale = a.scale;
   p.scores = a.scores;
   p.rows = (a.q_count + 15) / 16 * 16;
-  // A chunk holds whole key blocks: 64 sampled keys, or one block of up to 128.
-  const int kc = a.k_count > 64 ? 128 : 64;
+  // A chunk holds whole key blocks: up to kKC sampled keys.
+  const int kc = kKC;
   p.blocks_per_chunk = kc / a.k_count;
   if (p.mq == 0 || p.nk == 0 || a.batch == 0 || a.heads_q == 0) return PSA_OK;
   switch (a.dtype) {
