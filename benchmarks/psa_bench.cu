@@ -66,7 +66,7 @@ __device__ __forceinline__ uint32_t hash32(uint32_t x) {
 __device__ __forceinline__ float unit(uint32_t x) { return (hash32(x) >> 8) * (1.0f / 16777216.0f); }
 
 // Video-like BSND [L, H, D]: a smooth function of the (t, y, x) latent position per (head,
-// channel) plus noise; text tokens are noise. Never zeros.
+// channel) plus noise (q, k and v alike, as in real video DiTs); text tokens are noise. Never zeros.
 __global__ void fill_video(__nv_bfloat16* out, int64_t L, int64_t H, int64_t D, int64_t text,
                            int text_first, int64_t gh, int64_t gw, uint32_t seed, int noise_only) {
   const int64_t n = L * H * D;
@@ -279,7 +279,7 @@ void bench_shape(const Opts& o, const Shape& s) {
   const int tf = s.text_pos == PSA_TEXT_FIRST;
   fill_video<<<2048, 256>>>(static_cast<__nv_bfloat16*>(b.q), b.L, s.heads, s.d, s.text, tf, s.h, s.w, 11, 0);
   fill_video<<<2048, 256>>>(static_cast<__nv_bfloat16*>(b.k), b.L, s.heads, s.d, s.text, tf, s.h, s.w, 22, 0);
-  fill_video<<<2048, 256>>>(static_cast<__nv_bfloat16*>(b.v), b.L, s.heads, s.d, s.text, tf, s.h, s.w, 33, 1);
+  fill_video<<<2048, 256>>>(static_cast<__nv_bfloat16*>(b.v), b.L, s.heads, s.d, s.text, tf, s.h, s.w, 33, 0);
   CK(cudaGetLastError());
   CK(cudaMemset(b.out, 0xff, b.n * 2));  // NaN poison
   CK(cudaDeviceSynchronize());

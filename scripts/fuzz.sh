@@ -57,8 +57,14 @@ fi
 start=$(date +%s)
 generator=()
 if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
-cmake -S "$root/tests/fuzz" -B "$build" "${generator[@]}" -DCMAKE_C_COMPILER="$cc" \
-  -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  # -O1 -g1: the usual libFuzzer setting; line tables are enough for symbolised reports.
+  cmake -S "$root/tests/fuzz" -B "$build" "${generator[@]}" -DCMAKE_C_COMPILER="$cc" \
+    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
+else
+  cmake -S "$root/tests/fuzz" -B "$build" >/dev/null
+fi
 build_targets=()
 for t in $targets; do build_targets+=(--target "fuzz_$t"); done
 cmake --build "$build" -j"$jobs" "${build_targets[@]}"

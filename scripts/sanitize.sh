@@ -5,27 +5,43 @@
 # test failure or sanitizer report (UBSan findings abort: PSA_SANITIZE builds with
 # -fno-sanitize-recover=all). Works from any directory.
 #
+# Build: clang when installed (with ASan + UBSan it compiles 2-4x faster than g++), else the
+# default compiler; RelWithDebInfo with -O1 -g1: optimised enough for the suite to run fast under
+# ASan, line tables for symbolised reports, assertions on. Measured on 2 cores: -O2 -g with
+# g++ doubles the build time for a suite that runs about as fast.
+#
 # Environment:
-#   PSA_SANITIZE_BUILD_DIR   build directory (default: build/sanitize under the repository)
-#   PSA_SANITIZE_BUILD_TYPE  CMake build type (default: RelWithDebInfo: -O2 keeps the suite fast
-#                            under ASan; Debug builds faster but the suite runs ~4x slower)
-#   PSA_SANITIZE_JOBS        build and ctest parallelism (default: nproc)
-#   CC / CXX                 compilers (default: CMake's choice, g++ on Debian)
+#   PSA_SANITIZE_BUILD_DIR  build directory (default: build/sanitize under the repository)
+#   PSA_SANITIZE_FLAGS      C/C++ flags of the build type (default: "-O1 -g1")
+#   PSA_SANITIZE_JOBS       build and ctest parallelism (default: nproc)
+#   CC / CXX                compilers (default: clang / clang++ when found)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${PSA_SANITIZE_BUILD_DIR:-$root/build/sanitize}
-build_type=${PSA_SANITIZE_BUILD_TYPE:-RelWithDebInfo}
+flags=${PSA_SANITIZE_FLAGS:-"-O1 -g1"}
 jobs=${PSA_SANITIZE_JOBS:-$(nproc)}
+compilers=()
+if [ -z "${CXX:-}" ] && command -v clang++ >/dev/null 2>&1 && command -v clang >/dev/null 2>&1; then
+  # The C header check links the C++-built libpsa.so with the C driver: clang then needs the
+  # C++ parts of the UBSan runtime (vptr, function checks) named explicitly.
+  compilers=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+             "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize-link-c++-runtime -lstdc++")
+fi
 say() { echo "sanitize.sh: $*"; }
 start=$(date +%s)
 
 generator=()
 if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
-cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE="$build_type" \
-  -DPSA_SANITIZE=address,undefined -DPSA_WITH_CUDA=OFF -DPSA_BUILD_BINDINGS=OFF \
-  -DPSA_BUILD_EXAMPLES=OFF -DPSA_BUILD_TESTS=ON -DPSA_BUILD_CLI=ON >/dev/null
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" "${generator[@]}" "${compilers[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="$flags" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$flags" \
+    -DPSA_SANITIZE=address,undefined -DPSA_WITH_CUDA=OFF -DPSA_BUILD_BINDINGS=OFF \
+    -DPSA_BUILD_EXAMPLES=OFF -DPSA_BUILD_TESTS=ON -DPSA_BUILD_CLI=ON >/dev/null
+else
+  cmake -S "$root" -B "$build" >/dev/null
+fi
 cmake --build "$build" -j"$jobs"
-say "build done in $(( $(date +%s) - start )) s"
+say "build done in $(( $(date +%s) - start )) s ($(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt"), $flags)"
 
 # LeakSanitizer needs to stop the process's threads (ptrace-like); under some debuggers and
 # sandboxes it cannot, and then reports a fatal error instead of leaks. Check it first with a

@@ -1,6 +1,7 @@
 // core/tensor.cpp -- descriptor validation (host only). Never touches tensor data.
 #include "core/tensor.h"
 
+#include <cstring>
 #include <limits>
 
 #include "core/error.h"
@@ -37,9 +38,14 @@ psa_status check_one(const char* name, const psa_tensor_desc* d) {
   PSA_RETURN_IF(d->struct_size != sizeof(psa_tensor_desc), PSA_ERR_INVALID_ARGUMENT,
                 "%s_desc: struct_size = %u; expected sizeof(psa_tensor_desc) = %u", name,
                 d->struct_size, static_cast<unsigned>(sizeof(psa_tensor_desc)));
-  PSA_RETURN_IF(dtype_size(d->dtype) == 0, PSA_ERR_INVALID_DTYPE,
+  // A C caller may store any int in dtype; loading an out-of-range value as psa_dtype is
+  // undefined in C++ (UBSan: -fsanitize=enum), so it is range-checked as an int first.
+  static_assert(sizeof(psa_dtype) == sizeof(int32_t), "psa_dtype is an int");
+  int32_t raw_dtype = 0;
+  std::memcpy(&raw_dtype, &d->dtype, sizeof raw_dtype);
+  PSA_RETURN_IF(raw_dtype < PSA_DTYPE_F32 || raw_dtype > PSA_DTYPE_BF16, PSA_ERR_INVALID_DTYPE,
                 "%s_desc: dtype = %d; allowed: PSA_DTYPE_F32 (0), PSA_DTYPE_F16 (1), PSA_DTYPE_BF16 (2)",
-                name, static_cast<int>(d->dtype));
+                name, static_cast<int>(raw_dtype));
   int64_t elems = 1;
   for (int i = 0; i < 4; ++i) {
     PSA_RETURN_IF(d->shape[i] < 1, PSA_ERR_INVALID_SHAPE, "%s: shape[%d] (%s) = %lld; must be >= 1",
