@@ -42,6 +42,18 @@ else
   echo "test.sh: no GPU (nvidia-smi -L failed): skipping the tests labelled gpu"
 fi
 
+# ---- robustness steps (scripts/sanitize.sh, scripts/fuzz.sh) --------------------------------
+# The CPU suite again under ASan + UBSan in build/sanitize (plus a LeakSanitizer pass), then each
+# libFuzzer target for PSA_FUZZ_SECONDS (45 s here) in build/fuzz; fuzz.sh prints "skipped" and
+# succeeds when clang/libFuzzer is missing. About 5 minutes on 2 cores from a clean tree.
+# PSA_SKIP_ROBUSTNESS=1 skips both. Any failure fails this script.
+if [ "${PSA_SKIP_ROBUSTNESS:-0}" = 1 ]; then
+  echo "test.sh: PSA_SKIP_ROBUSTNESS=1: skipping scripts/sanitize.sh and scripts/fuzz.sh"
+else
+  bash scripts/sanitize.sh || status=1
+  PSA_FUZZ_SECONDS=${PSA_FUZZ_SECONDS:-45} bash scripts/fuzz.sh || status=1
+fi
+
 echo
 for line in "${summaries[@]}"; do echo "$line"; done
 exit "$status"

@@ -20,17 +20,14 @@ Range range_of(const psa_tensor_desc& d, const void* p) {
 }
 bool overlaps(Range a, Range b) { return a.begin < b.end && b.begin < a.end; }
 
-// rf_v2 / ada_bsa: the CPU backend runs them (methods/); the CUDA backend does not yet.
-// Both are self-attention on 128 x 128 blocks. rf_v2 also needs the latent video grid, and
-// refuses causal = 1 where upstream silently ignores it (its token reorder breaks causality).
+// rf_v2 / ada_bsa: both backends run them (CPU: methods/; CUDA: cuda/methods/, whose size
+// limits its prepare() checks). Both are self-attention on 128 x 128 blocks. rf_v2 also needs
+// the latent video grid, and refuses causal = 1 where upstream silently ignores it (its token
+// reorder breaks causality).
 psa_status check_method_supported(const psa_context* ctx, const Problem& problem) {
   const Config& cfg = ctx->cfg;
   if (cfg.method != PSA_METHOD_RF_V2 && cfg.method != PSA_METHOD_ADA_BSA) return PSA_OK;
   const char* name = cfg.method == PSA_METHOD_RF_V2 ? "rf_v2" : "ada_bsa";
-  PSA_RETURN_IF(ctx->backend->kind() == PSA_BACKEND_CUDA, PSA_ERR_UNSUPPORTED,
-                "type = %s: not implemented on the CUDA backend yet; create the context with "
-                "PSA_BACKEND_CPU",
-                name);
   PSA_RETURN_IF(cfg.block_m != 128 || cfg.block_n != 128, PSA_ERR_UNSUPPORTED,
                 "block_size (m, n) = (%lld, %lld): type %s supports only 128 x 128 blocks",
                 static_cast<long long>(cfg.block_m), static_cast<long long>(cfg.block_n), name);

@@ -464,11 +464,11 @@ void add_yaml_cases(std::vector<BadCase>& v) {
   v.push_back({"yaml_sim_threshold_inf", C, "sim_thresholds.x4", load("x4: 0.65", "x4: .inf", "p")});
   v.push_back({"yaml_sim_threshold_text", C, "sim_thresholds.x8 = high", load("x8: 0.6", "x8: high", "p")});
   v.push_back({"yaml_sparsity_one", C, "sparsity = 1", load("sparsity: 0.5\n    a:", "sparsity: 1.0\n    a:", "b")});
-  v.push_back({"yaml_sparsity_text", C, "expected a number", load("sparsity: 0.5\n    a:", "sparsity: lots\n    a:", "b")});
+  v.push_back({"yaml_sparsity_text", C, "b.sparsity = lots", load("sparsity: 0.5\n    a:", "sparsity: lots\n    a:", "b")});
   v.push_back({"yaml_sparsity_negative", C, "M.attention_configs.b.sparsity = -0.5", load("sparsity: 0.5\n", "sparsity: -0.5\n", "b")});
   v.push_back({"yaml_cdf_zero", C, "cdf_threshold = 0", load("cdf_threshold: 0.9", "cdf_threshold: 0", "a")});
   v.push_back({"yaml_cdf_above_one", C, "cdf_threshold = 1.01", load("cdf_threshold: 0.9", "cdf_threshold: 1.01", "a")});
-  v.push_back({"yaml_cdf_sequence", C, "cdf_threshold: expected a number", load("cdf_threshold: 0.9", "cdf_threshold: [0.9]", "a")});
+  v.push_back({"yaml_cdf_sequence", C, "a.cdf_threshold: expected a", load("cdf_threshold: 0.9", "cdf_threshold: [0.9]", "a")});
   v.push_back({"yaml_min_full_ratio_above_one", C, "min_full_attn_ratio = 7", load("mask_mode: topk", "mask_mode: topk\n      min_full_attn_ratio: 7", "p")});
   v.push_back({"yaml_unknown_model", NF, "model = Nope", [](Env& e) {
                  return psa_config_load_string(mini_yaml(), "Nope", nullptr, &e.cfg_out);

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/cuda/cuda_method_mask.h"
 #include "backend/cuda/cuda_stage_timer.h"
 #include "backend/cuda/cuda_workspace.h"
 #include "cuda/attention/attention_cuda.h"
@@ -118,6 +119,7 @@ class CudaBackend final : public Backend {
                     "per row (raise block_size.n)",
                     static_cast<long long>(plan->k_blocks), static_cast<long long>(plan->block_n),
                     static_cast<long long>(max_nk));
+      PSA_TRY(check_method_mask_limits(cfg, *plan));
     }
     auto data = std::make_unique<CudaPlanData>();
     data->device = device_;
@@ -255,95 +257,104 @@ class CudaBackend final : public Backend {
     PSA_TRY(gather(a.k, a.k_stride, pb.heads_kv, pb.len_k, data->k_src, w.k));
     PSA_TRY(gather(a.v, a.v_stride, pb.heads_kv, pb.len_k, data->k_src, w.v));
     mark(kStageEvRearranged);
-    // 2. pyramid.
-    gpu::PoolArgs pa;
-    pa.dtype = pb.dtype;
-    pa.heads = pb.batch * pb.heads_kv;
-    pa.len = pb.len_k;
-    pa.head_dim = pb.head_dim;
-    pa.n_blocks = plan.k_blocks;
-    pa.block_n = plan.block_n;
-    pa.x = ws + w.k;
-    for (int l = 0; l < 3; ++l) pa.out[l] = ws + w.k_pooled[l];
-    PSA_TRY(gpu::pool_pyramid_cuda(pa, stream));
-    pa.x = ws + w.v;
-    for (int l = 0; l < 3; ++l) pa.out[l] = ws + w.v_pooled[l];
-    PSA_TRY(gpu::pool_pyramid_cuda(pa, stream));
-    mark(kStageEvPooled);
-    // 3. importance.
-    gpu::OffsetArgs oa;
-    oa.seed = static_cast<uint64_t>(cfg.seed);
-    oa.batch = pb.batch;
-    oa.heads_q = pb.heads_q;
-    oa.block_m = static_cast<int32_t>(plan.block_m);
-    oa.q_count = static_cast<int32_t>(plan.q_samples);
-    oa.block_n = static_cast<int32_t>(plan.block_n);
-    oa.k_count = static_cast<int32_t>(plan.k_samples);
-    oa.q_off = reinterpret_cast<int32_t*>(ws + w.q_off);
-    oa.k_off = reinterpret_cast<int32_t*>(ws + w.k_off);
-    PSA_TRY(gpu::sample_offsets_cuda(oa, stream));
-    gpu::ScoreArgs sa;
-    sa.dtype = pb.dtype;
-    sa.q = ws + w.q;
-    sa.k = ws + w.k;
-    sa.batch = pb.batch;
-    sa.heads_q = pb.heads_q;
-    sa.heads_kv = pb.heads_kv;
-    sa.len_q = pb.len_q;
-    sa.len_k = pb.len_k;
-    sa.head_dim = pb.head_dim;
-    sa.block_m = plan.block_m;
-    sa.block_n = plan.block_n;
-    sa.q_off = oa.q_off;
-    sa.k_off = oa.k_off;
-    sa.q_count = oa.q_count;
-    sa.k_count = oa.k_count;
-    sa.scale = plan.scale;
-    sa.scores = reinterpret_cast<float*>(ws + w.scores);
-    PSA_TRY(gpu::block_scores_cuda(sa, stream));
-    mark(kStageEvImportance);
-    // 4. mask: similarity cap, levels, work list (+ level counts).
-    int8_t* cap = nullptr;
-    if (cfg.use_sim_mask) {
-      gpu::SimCapArgs ca;
-      ca.dtype = pb.dtype;
-      ca.k = ws + w.k;
-      ca.heads = pb.batch * pb.heads_kv;
-      ca.len_k = pb.len_k;
-      ca.head_dim = pb.head_dim;
-      ca.n_blocks = plan.k_blocks;
-      ca.block_n = plan.block_n;
-      std::copy(cfg.sim_threshold, cfg.sim_threshold + 3, ca.threshold);
-      cap = reinterpret_cast<int8_t*>(ws + w.cap);
-      ca.cap = cap;
-      PSA_TRY(gpu::sim_cap_cuda(ca, stream));
+    const bool block_method = is_block_method(cfg);
+    if (block_method) {
+      // 2-4. rf_v2 / ada_bsa: no pyramid, no sampled importance; their own level map.
+      mark(kStageEvPooled);
+      mark(kStageEvImportance);
+      PSA_TRY(enqueue_method_levels(cfg, plan, ws, w, stream));
+    } else {
+      // 2. pyramid.
+      gpu::PoolArgs pa;
+      pa.dtype = pb.dtype;
+      pa.heads = pb.batch * pb.heads_kv;
+      pa.len = pb.len_k;
+      pa.head_dim = pb.head_dim;
+      pa.n_blocks = plan.k_blocks;
+      pa.block_n = plan.block_n;
+      pa.x = ws + w.k;
+      for (int l = 0; l < 3; ++l) pa.out[l] = ws + w.k_pooled[l];
+      PSA_TRY(gpu::pool_pyramid_cuda(pa, stream));
+      pa.x = ws + w.v;
+      for (int l = 0; l < 3; ++l) pa.out[l] = ws + w.v_pooled[l];
+      PSA_TRY(gpu::pool_pyramid_cuda(pa, stream));
+      mark(kStageEvPooled);
+      // 3. importance.
+      gpu::OffsetArgs oa;
+      oa.seed = static_cast<uint64_t>(cfg.seed);
+      oa.batch = pb.batch;
+      oa.heads_q = pb.heads_q;
+      oa.block_m = static_cast<int32_t>(plan.block_m);
+      oa.q_count = static_cast<int32_t>(plan.q_samples);
+      oa.block_n = static_cast<int32_t>(plan.block_n);
+      oa.k_count = static_cast<int32_t>(plan.k_samples);
+      oa.q_off = reinterpret_cast<int32_t*>(ws + w.q_off);
+      oa.k_off = reinterpret_cast<int32_t*>(ws + w.k_off);
+      PSA_TRY(gpu::sample_offsets_cuda(oa, stream));
+      gpu::ScoreArgs sa;
+      sa.dtype = pb.dtype;
+      sa.q = ws + w.q;
+      sa.k = ws + w.k;
+      sa.batch = pb.batch;
+      sa.heads_q = pb.heads_q;
+      sa.heads_kv = pb.heads_kv;
+      sa.len_q = pb.len_q;
+      sa.len_k = pb.len_k;
+      sa.head_dim = pb.head_dim;
+      sa.block_m = plan.block_m;
+      sa.block_n = plan.block_n;
+      sa.q_off = oa.q_off;
+      sa.k_off = oa.k_off;
+      sa.q_count = oa.q_count;
+      sa.k_count = oa.k_count;
+      sa.scale = plan.scale;
+      sa.scores = reinterpret_cast<float*>(ws + w.scores);
+      PSA_TRY(gpu::block_scores_cuda(sa, stream));
+      mark(kStageEvImportance);
+      // 4. mask: similarity cap, levels, work list (+ level counts).
+      int8_t* cap = nullptr;
+      if (cfg.use_sim_mask) {
+        gpu::SimCapArgs ca;
+        ca.dtype = pb.dtype;
+        ca.k = ws + w.k;
+        ca.heads = pb.batch * pb.heads_kv;
+        ca.len_k = pb.len_k;
+        ca.head_dim = pb.head_dim;
+        ca.n_blocks = plan.k_blocks;
+        ca.block_n = plan.block_n;
+        std::copy(cfg.sim_threshold, cfg.sim_threshold + 3, ca.threshold);
+        cap = reinterpret_cast<int8_t*>(ws + w.cap);
+        ca.cap = cap;
+        PSA_TRY(gpu::sim_cap_cuda(ca, stream));
+      }
+      const MaskRowParams rp = mask_row_params(cfg);
+      gpu::LevelArgs la;
+      la.scores = sa.scores;
+      la.batch = pb.batch;
+      la.heads_q = pb.heads_q;
+      la.heads_kv = pb.heads_kv;
+      la.mq = plan.q_blocks;
+      la.nk = plan.k_blocks;
+      la.block_m = plan.block_m;
+      la.block_n = plan.block_n;
+      la.tile_n = plan.tile_n;
+      la.len_q = pb.len_q;
+      la.len_k = pb.len_k;
+      la.mode = rp.mode;
+      std::copy(rp.ratio_end, rp.ratio_end + kNumSlots, la.ratio_end);
+      la.min_full_ratio = rp.min_full_ratio;
+      la.causal = cfg.causal;
+      la.text_rule = cfg.text_rule;
+      la.text_rows_dense = cfg.text_rows_dense;
+      la.text_begin = plan.text_begin;
+      la.text_end = plan.text_end;
+      la.cap = cap;
+      la.levels = reinterpret_cast<int8_t*>(ws + w.levels);
+      PSA_TRY(gpu::build_levels_cuda(la, stream));
     }
-    const MaskRowParams rp = mask_row_params(cfg);
-    gpu::LevelArgs la;
-    la.scores = sa.scores;
-    la.batch = pb.batch;
-    la.heads_q = pb.heads_q;
-    la.heads_kv = pb.heads_kv;
-    la.mq = plan.q_blocks;
-    la.nk = plan.k_blocks;
-    la.block_m = plan.block_m;
-    la.block_n = plan.block_n;
-    la.tile_n = plan.tile_n;
-    la.len_q = pb.len_q;
-    la.len_k = pb.len_k;
-    la.mode = rp.mode;
-    std::copy(rp.ratio_end, rp.ratio_end + kNumSlots, la.ratio_end);
-    la.min_full_ratio = rp.min_full_ratio;
-    la.causal = cfg.causal;
-    la.text_rule = cfg.text_rule;
-    la.text_rows_dense = cfg.text_rows_dense;
-    la.text_begin = plan.text_begin;
-    la.text_end = plan.text_end;
-    la.cap = cap;
-    la.levels = reinterpret_cast<int8_t*>(ws + w.levels);
-    PSA_TRY(gpu::build_levels_cuda(la, stream));
+    // 4b. work list of the level map (+ level counts), for every sparse method.
     gpu::WorklistArgs wa;
-    wa.levels = la.levels;
+    wa.levels = reinterpret_cast<int8_t*>(ws + w.levels);
     wa.rows = pb.batch * pb.heads_q * plan.q_blocks;
     wa.nk = plan.k_blocks;
     wa.blocks = reinterpret_cast<int32_t*>(ws + w.wl_blocks);
@@ -359,9 +370,11 @@ class CudaBackend final : public Backend {
     at.v = ws + w.v;
     std::copy(contiguous_k, contiguous_k + 4, at.k_stride);
     std::copy(contiguous_k, contiguous_k + 4, at.v_stride);
+    // Block methods have level-1 entries only: the pooled slots are never read and point at
+    // the full-resolution copies.
     for (int l = 0; l < 3; ++l) {
-      at.k_pooled[l] = ws + w.k_pooled[l];
-      at.v_pooled[l] = ws + w.v_pooled[l];
+      at.k_pooled[l] = ws + (block_method ? w.k : w.k_pooled[l]);
+      at.v_pooled[l] = ws + (block_method ? w.v : w.v_pooled[l]);
     }
     at.wl_blocks = wa.blocks;
     at.wl_count = wa.count;

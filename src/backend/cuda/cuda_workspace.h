@@ -13,11 +13,12 @@ struct CudaWorkspaceLayout {
   // Rearranged contiguous copies [B, H, L, D] in the input dtype (also the fallback for
   // dense inputs whose rows are not 16-byte aligned).
   uint64_t q = 0, k = 0, v = 0;
-  // Sparse forward only (0 = absent when `sparse` is false).
+  // Sparse forward only (0 = absent when `sparse` is false or the method does not use it).
   uint64_t k_pooled[3] = {0, 0, 0}, v_pooled[3] = {0, 0, 0};  // levels 2, 4, 8
   uint64_t q_off = 0, k_off = 0;  // int32 [B*Hq, samples]
   uint64_t scores = 0;            // fp32 [B*Hq, Mq, Nk]
   uint64_t cap = 0;               // int8 [B*Hkv, Nk] (use_sim_mask)
+  uint64_t means = 0;             // fp32 [B*Hq + B*Hkv, Nk, D] (rf_v2 block means)
   uint64_t levels = 0;            // int8 [B*Hq, Mq, Nk]
   uint64_t wl_blocks = 0;         // int32 [B*Hq*Mq, Nk]
   uint64_t wl_count = 0;          // int32 [B*Hq*Mq, 4]
@@ -44,14 +45,20 @@ inline CudaWorkspaceLayout cuda_workspace_layout(const Config& cfg, const Plan& 
   if (w.sparse) {
     const uint64_t mq = static_cast<uint64_t>(plan.q_blocks), nk = static_cast<uint64_t>(plan.k_blocks);
     const uint64_t padded = nk * static_cast<uint64_t>(plan.block_n);
-    for (int l = 0; l < 3; ++l) {
-      w.k_pooled[l] = take(bkv * (padded >> (l + 1)) * d * es);
-      w.v_pooled[l] = take(bkv * (padded >> (l + 1)) * d * es);
+    // rf_v2 and ada_bsa keep whole blocks at full resolution from their own scores: no
+    // pyramid, no sampled importance, no similarity cap.
+    const bool block_method = cfg.method == PSA_METHOD_RF_V2 || cfg.method == PSA_METHOD_ADA_BSA;
+    if (!block_method) {
+      for (int l = 0; l < 3; ++l) {
+        w.k_pooled[l] = take(bkv * (padded >> (l + 1)) * d * es);
+        w.v_pooled[l] = take(bkv * (padded >> (l + 1)) * d * es);
+      }
+      w.q_off = take(bq * static_cast<uint64_t>(plan.q_samples) * 4);
+      w.k_off = take(bq * static_cast<uint64_t>(plan.k_samples) * 4);
+      w.scores = take(bq * mq * nk * 4);
+      if (cfg.use_sim_mask) w.cap = take(bkv * nk);
     }
-    w.q_off = take(bq * static_cast<uint64_t>(plan.q_samples) * 4);
-    w.k_off = take(bq * static_cast<uint64_t>(plan.k_samples) * 4);
-    w.scores = take(bq * mq * nk * 4);
-    if (cfg.use_sim_mask) w.cap = take(bkv * nk);
+    if (cfg.method == PSA_METHOD_RF_V2) w.means = take((bq + bkv) * nk * d * 4);
     w.levels = take(bq * mq * nk);
     w.wl_blocks = take(bq * mq * nk * 4);
     w.wl_count = take(bq * mq * 4 * 4);

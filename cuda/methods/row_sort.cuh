@@ -1,0 +1,50 @@
+// cuda/methods/row_sort.cuh -- mask stage (rf_v2, ada_bsa), kernel layer: one CTA sorts a row
+// of fp32 scores in shared memory into the CPU builders' order (larger first, NaN after every
+// number). Device code only; sorts values, not indices.
+#pragma once
+#include <cstdint>
+
+namespace psa {
+namespace gpu {
+
+// The CPU builders' `larger_first` (methods/rf_v2.cpp, ada_bsa.cpp): a strict weak order in
+// which every NaN ranks after every number. Sorting under it yields the same sequence of
+// values as std::sort / std::nth_element up to the sign of zeros and NaN payloads, which no
+// later comparison or sum can tell apart.
+__device__ __forceinline__ bool score_before(float a, float b) {
+  const bool an = a != a, bn = b != b;
+  if (an != bn) return bn;
+  return !an && a > b;
+}
+
+// Power of two >= n (n >= 1): the length of a bitonic sort buffer.
+__host__ __device__ __forceinline__ int64_t sort_length(int64_t n) {
+  int64_t np = 1;
+  while (np < n) np <<= 1;
+  return np;
+}
+
+// Bitonic sort of key[0, np) (np a power of two; pad with NaN past the real values) into
+// score_before order. Every thread of the CTA must call it; it synchronises before and after.
+__device__ __forceinline__ void sort_scores_desc(float* key, int64_t np) {
+  __syncthreads();
+  for (int64_t k = 2; k <= np; k <<= 1) {
+    for (int64_t j = k >> 1; j > 0; j >>= 1) {
+      for (int64_t t = threadIdx.x; t < np; t += blockDim.x) {
+        const int64_t l = t ^ j;
+        if (l > t) {
+          const float a = key[t], b = key[l];
+          const bool up = (t & k) == 0;
+          if (up ? score_before(b, a) : score_before(a, b)) {
+            key[t] = b;
+            key[l] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+}  // namespace gpu
+}  // namespace psa
