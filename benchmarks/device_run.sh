@@ -10,8 +10,7 @@ b=${BUILD:-/tmp/bg}
 mkdir -p "$out"
 t0=$(date +%s)
 { cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DPSA_BUILD_BINDINGS=OFF -DPSA_BUILD_EXAMPLES=OFF && cmake --build "$b" -j16 && \
-  benchmarks/build_bench.sh "$b"; } >"$out/build.log" 2>&1 || { echo "BUILD FAILED"; grep -E "error" -A3 "$out/build.log" | head -40; exit 1; }
+    -DPSA_BUILD_BINDINGS=OFF -DPSA_BUILD_EXAMPLES=OFF && cmake --build "$b" -j16 ; } >"$out/build.log" 2>&1 || { echo "BUILD FAILED"; grep -E "error" -A3 "$out/build.log" | head -40; exit 1; }
 echo "build ok $(( $(date +%s) - t0 )) s"
 t0=$(date +%s)
 "$b/tests/psa_cuda_tests" >"$out/gpu_tests.log" 2>&1
@@ -23,7 +22,7 @@ if [ -n "${MEMCHECK:-}" ]; then
   echo "memcheck rc=$? $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1) $(grep -E '^\[  PASSED|^\[  FAILED' "$out/memcheck.log" | tr '\n' ' ')"
 fi
 t0=$(date +%s)
-PYTHONUNBUFFERED=1 python3 benchmarks/run_bench.py --bench "$b/psa_bench" --shapes "${SHAPES:-cogvideox,wan13,wan14}" \
+PYTHONUNBUFFERED=1 python3 benchmarks/run_bench.py --bench "$b/benchmarks/psa_bench" --shapes "${SHAPES:-cogvideox,wan13,wan14}" \
   --out "$out" >"$out/bench.log" 2>&1
 echo "bench rc=$? $(( $(date +%s) - t0 )) s"
 grep -E "^(cogvideox|wan13|wan14) " "$out/bench.log"
@@ -31,7 +30,7 @@ if [ -n "${NCU:-}" ]; then
   t0=$(date +%s)
   timeout 150 ncu --clock-control none -k regex:sparse_attention_kernel --launch-skip 2 --launch-count 1 \
     --metrics sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread \
-    "$b/psa_bench" --shapes "${NCU_SHAPE:-wan13}" --ncu --json /dev/null >"$out/ncu.txt" 2>&1
+    "$b/benchmarks/psa_bench" --shapes "${NCU_SHAPE:-wan13}" --ncu --json /dev/null >"$out/ncu.txt" 2>&1
   echo "ncu rc=$? $(( $(date +%s) - t0 )) s"
   grep -E "sm__|smsp__|launch__|l1tex__" "$out/ncu.txt"
 fi
