@@ -113,6 +113,14 @@ psa_status tensor_desc_init(psa_tensor_desc* desc, psa_layout layout, psa_dtype 
   for (int i = 0; i < 4; ++i)
     PSA_RETURN_IF(dims[i] < 1, PSA_ERR_INVALID_SHAPE, "%s = %lld; must be >= 1", kDimName[i],
                   static_cast<long long>(dims[i]));
+  // Every stride below is a product of some of the dims: none overflows if their product fits.
+  int64_t elems = 1;
+  for (int i = 0; i < 4; ++i) {
+    PSA_RETURN_IF(mul_overflows(elems, dims[i]), PSA_ERR_INVALID_SHAPE,
+                  "desc: element count overflows int64 at %s = %lld", kDimName[i],
+                  static_cast<long long>(dims[i]));
+    elems *= dims[i];
+  }
   psa_tensor_desc d{};
   d.struct_size = sizeof(psa_tensor_desc);
   d.dtype = dtype;

@@ -241,6 +241,10 @@ void add_descriptor_cases(std::vector<BadCase>& v) {
   v.push_back({"desc_init_bad_dtype", D, "dtype = 5", [](Env& e) {
                  return psa_tensor_desc_init(&e.desc_out, PSA_LAYOUT_BSND, psa_dtype(5), 1, 1, 1, 1);
                }});
+  v.push_back({"desc_init_elements_past_2_63", S, "desc: element count overflows int64", [](Env& e) {
+                 return psa_tensor_desc_init(&e.desc_out, PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 4, 4, int64_t{1} << 31,
+                                             int64_t{1} << 30);
+               }});
   v.push_back({"desc_init_negative_seq_len", S, "seq_len = -3", [](Env& e) {
                  return psa_tensor_desc_init(&e.desc_out, PSA_LAYOUT_BSH, PSA_DTYPE_BF16, 1, 1, -3, 64);
                }});

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -80,6 +82,64 @@ TEST(FuzzCorpus, ShippedConfigIsASeed) {
   EXPECT_EQ(psa_catalog_model_count(a), psa_catalog_model_count(b));
   psa_catalog_destroy(a);
   psa_catalog_destroy(b);
+}
+
+// ---- Findings of fuzz_forward_cpu (inputs: tests/fuzz/corpus/forward/regression-*) ----------
+
+// regression-desc-init-stride-overflow: psa_tensor_desc_init computed the strides (products of
+// the dims) before checking that the element count fits int64: signed overflow.
+TEST(FuzzRegression, DescInitWithOverflowingDimsIsAStatus) {
+  psa_tensor_desc d{};
+  std::memset(&d, 0x5a, sizeof d);
+  const psa_tensor_desc before = d;
+  for (psa_layout layout : {PSA_LAYOUT_BNSD, PSA_LAYOUT_BSND, PSA_LAYOUT_BSH}) {
+    EXPECT_EQ(psa_tensor_desc_init(&d, layout, PSA_DTYPE_F16, 1, 7, int64_t{7270187370226705636}, 1),
+              PSA_ERR_INVALID_SHAPE);
+    EXPECT_NE(std::strstr(psa_last_error_message(), "overflows int64"), nullptr) << psa_last_error_message();
+    EXPECT_EQ(psa_tensor_desc_init(&d, layout, PSA_DTYPE_F32, 2, 3, int64_t{1} << 40, int64_t{1} << 40),
+              PSA_ERR_INVALID_SHAPE);
+    EXPECT_EQ(std::memcmp(&d, &before, sizeof d), 0) << "a failing init must not write the descriptor";
+  }
+  // 2^61 elements still fit int64 (and 2^62 bytes in bf16): accepted.
+  EXPECT_EQ(psa_tensor_desc_init(&d, PSA_LAYOUT_BNSD, PSA_DTYPE_BF16, 1, 1, int64_t{1} << 31, int64_t{1} << 30),
+            PSA_OK)
+      << psa_last_error_message();
+}
+
+// regression-video-pixels-ceil-div-overflow: ceil(frames / depth_divisor) was computed as
+// (a + b - 1) / b, which overflows for pixel sizes near INT64_MAX.
+TEST(FuzzRegression, VideoPixelsNearInt64MaxIsAStatus) {
+  Env e;
+  for (int64_t big : {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max() - 3}) {
+    EXPECT_EQ(psa_context_set_video_pixels(e.ctx.get(), big, 16, 16, 0, PSA_TEXT_NONE), PSA_ERR_INVALID_SHAPE);
+    EXPECT_EQ(psa_context_set_video_pixels(e.ctx.get(), 4, big, 16, -1, PSA_TEXT_NONE), PSA_ERR_INVALID_SHAPE);
+  }
+  // Exact division and a remainder both round up correctly.
+  EXPECT_EQ(psa_context_set_video_pixels(e.ctx.get(), 5, 128, 160, 0, PSA_TEXT_NONE), PSA_OK);  // 2 x 8 x 10
+  EXPECT_EQ(e.forward(), PSA_OK) << psa_last_error_message();
+}
+
+// regression-workspace-block-pairs-overflow: consistent descriptors of ~2^40 tokens planned a
+// workspace whose size wrapped (Mq * Nk block pairs overflowed int64 in the CPU backend's
+// carve): now a status naming the workspace, and the context keeps working.
+TEST(FuzzRegression, WorkspaceOfUnaddressableShapeIsAStatus) {
+  Env e;
+  psa_tensor_desc q{}, k{};
+  ASSERT_EQ(psa_tensor_desc_init(&q, PSA_LAYOUT_BSND, PSA_DTYPE_F16, 1, 1, (int64_t{1} << 39) + 1, 1), PSA_OK);
+  ASSERT_EQ(psa_tensor_desc_init(&k, PSA_LAYOUT_BSND, PSA_DTYPE_F16, 1, 1, (int64_t{1} << 40) + 1, 1), PSA_OK);
+  uint64_t bytes = 7;
+  EXPECT_EQ(psa_workspace_size(e.ctx.get(), &q, &k, &k, &q, &bytes), PSA_ERR_INVALID_SHAPE);
+  EXPECT_NE(std::strstr(psa_last_error_message(), "workspace"), nullptr) << psa_last_error_message();
+  EXPECT_EQ(bytes, 7u);
+  EXPECT_EQ(psa_check_supported(e.ctx.get(), &q, &k, &k, nullptr), PSA_ERR_INVALID_SHAPE);
+  EXPECT_EQ(e.forward(), PSA_OK) << psa_last_error_message();
+}
+
+// The regression inputs themselves are checked in where fuzz.sh replays them.
+TEST(FuzzRegression, ReproducersAreInTheCorpus) {
+  for (const char* name : {"regression-desc-init-stride-overflow", "regression-video-pixels-ceil-div-overflow",
+                           "regression-workspace-block-pairs-overflow"})
+    EXPECT_TRUE(fs::is_regular_file(fs::path(PSA_SOURCE_DIR) / "tests/fuzz/corpus/forward" / name)) << name;
 }
 
 }  // namespace
