@@ -417,6 +417,8 @@ PSA_API psa_status psa_workspace_size(psa_context* context, const psa_tensor_des
  * [out] out: [B, Hq, Lq, D], dtype of q; must not overlap q, k or v.
  * [out,opt] lse: fp32 [B, Hq, Lq] contiguous, natural-log sum of exp of the scaled logits
  *      (FlashAttention convention; -inf for a row that attends to nothing). NULL to skip.
+ * Alignment: q, k, v and out must be aligned to their element size and lse to 4 bytes
+ *      (PSA_ERR_MISALIGNED_POINTER otherwise); the CUDA backend needs 16 bytes for q, k, v, out.
  * [in] workspace, workspace_bytes: at least psa_workspace_size() bytes in the backend's
  *      memory; may be NULL when that size is 0. Need not be zeroed.
  * [in,opt] stream: cudaStream_t for CUDA; ignored by the CPU backend.

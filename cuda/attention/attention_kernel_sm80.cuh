@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads, (D == 64 ? 2 : 1)
   for (int r = 0; r < 2; ++r) {
     l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
     l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-    inv[r] = l_run[r] > 0.0f ? 1.0f / l_run[r] : 0.0f;
+    inv[r] = l_run[r] != 0.0f ? 1.0f / l_run[r] : 0.0f;  // NaN propagates; only empty rows give 0
   }
   if (p.lse != nullptr && tq == 0) {
 #pragma unroll
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads, (D == 64 ? 2 : 1)
       const int64_t x = x0 + wrow + g + r * 8;
       if (x < p.len_q) {
         const int64_t orow = p.out_rows ? p.out_rows[x] : x;
-        p.lse[(b * p.heads_q + h) * p.len_q + orow] = l_run[r] > 0.0f ? m_run[r] * 0.6931471805599453f + logf(l_run[r]) : neg_inf();
+        p.lse[(b * p.heads_q + h) * p.len_q + orow] = l_run[r] != 0.0f ? m_run[r] * 0.6931471805599453f + logf(l_run[r]) : neg_inf();
       }
     }
   }
