@@ -1,6 +1,6 @@
 // cuda/attention/attention.cu -- attention stage, entry layer: checks what the kernels
 // support, unpacks AttentionArgs into the kernel parameter block and dispatches on dtype x
-// head dim x block_m. No math here.
+// head dim x block_m, and between the Hopper (sm90/) and the sm80 kernel. No math here.
 #include <cstdint>
 
 #include "cuda/attention/attention_cuda.h"
@@ -13,6 +13,20 @@ namespace gpu {
 bool attention_rows_aligned(const void* ptr, const int64_t stride[4]) {
   return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && stride[0] % 8 == 0 && stride[1] % 8 == 0 &&
          stride[2] % 8 == 0 && stride[3] == 1;
+}
+
+namespace {
+// The Hopper kernel loads each work-list entry (block_n / p rows) as one TMA box inside a
+// 128-key tile, so block_n / p must divide 128.
+bool sm90_block_n_ok(const AttentionArgs& a) {
+  return a.dense || (a.block_n >= 8 && a.block_n <= 128 && (a.block_n & (a.block_n - 1)) == 0);
+}
+}  // namespace
+
+AttentionKernel attention_kernel_for(const AttentionArgs& a) {
+  if (a.kernel != AttentionKernel::kAuto) return a.kernel;
+  return a.block_m == 128 && sm90_block_n_ok(a) && attention_sm90_available() ? AttentionKernel::kSm90
+                                                                              : AttentionKernel::kSm80;
 }
 
 psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
@@ -85,6 +99,21 @@ psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
   if (a.batch == 0 || a.heads_q == 0 || p.mq == 0) return PSA_OK;
 
   const int bm = static_cast<int>(a.block_m);
+  const AttentionKernel kernel = attention_kernel_for(a);
+  if (kernel == AttentionKernel::kSm90) {
+    PSA_RETURN_IF(bm != 128 || !attention_sm90_available() || !sm90_block_n_ok(a), PSA_ERR_UNSUPPORTED,
+                  "attention: the sm90 kernel needs compute capability 9.x, an sm_90a build, "
+                  "block_size.m = 128 (got %d) and block_size.n a power of two <= 128 (got %lld)",
+                  bm, static_cast<long long>(a.block_n));
+    const cudaError_t e = launch_attention_sm90(p, a.dtype == PSA_DTYPE_F16, static_cast<int>(a.head_dim),
+                                                a.batch, stream);
+    if (e == cudaSuccess) return PSA_OK;
+    // cudaErrorNotSupported: TMA cannot describe these tensors (strides); the sm80 kernel can.
+    if (e != cudaErrorNotSupported || a.kernel == AttentionKernel::kSm90)
+      return set_error(PSA_ERR_CUDA, "sparse_attention_sm90_kernel<%s, d=%lld>: %s",
+                       a.dtype == PSA_DTYPE_F16 ? "f16" : "bf16", static_cast<long long>(a.head_dim),
+                       cudaGetErrorString(e));
+  }
   cudaError_t e;
   if (a.dtype == PSA_DTYPE_F16)
     e = a.head_dim == 64 ? launch_attention_f16_d64(p, bm, a.batch, stream)

@@ -11,6 +11,8 @@
 namespace psa {
 namespace gpu {
 
+enum class AttentionKernel { kAuto, kSm80, kSm90 };
+
 struct AttentionArgs {
   psa_dtype dtype = PSA_DTYPE_BF16;  // F16 or BF16; out has the same type
   int64_t batch = 0, heads_q = 0, heads_kv = 0, len_q = 0, len_k = 0, head_dim = 0;
@@ -36,6 +38,10 @@ struct AttentionArgs {
   int64_t o_stride[4] = {0, 0, 0, 1};
   float* lse = nullptr;              // [B, Hq, Lq] fp32 or NULL
   const int64_t* out_rows = nullptr; // row x of the (rearranged) problem -> out row; NULL = x
+  // Which kernel: AUTO picks the Hopper kernel (sm90/) on compute capability 9.x when the
+  // binary holds sm_90a code and block_m is 128, else the sm80 kernel. Tests and the benchmark
+  // force one to compare them.
+  AttentionKernel kernel = AttentionKernel::kAuto;
 };
 
 // True when every row of a tensor starts on 16 bytes (pointer and strides), so the kernel
@@ -43,6 +49,9 @@ struct AttentionArgs {
 bool attention_rows_aligned(const void* ptr, const int64_t stride[4]);
 
 psa_status attention_cuda(const AttentionArgs& args, cudaStream_t stream);
+
+// The kernel attention_cuda would run for `args` on the current device (never kAuto).
+AttentionKernel attention_kernel_for(const AttentionArgs& args);
 
 }  // namespace gpu
 }  // namespace psa

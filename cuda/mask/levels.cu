@@ -135,6 +135,13 @@ psa_status build_levels_cuda(const LevelArgs& a, cudaStream_t stream) {
                 "mask: %lld key blocks per row; the CUDA mask builder sorts at most %lld "
                 "(raise block_size.n)",
                 static_cast<long long>(a.nk), static_cast<long long>(max_nk));
+  // Grid (mq, heads_q, batch): y and z hold at most 65535 (the CUDA backend's prepare()
+  // refuses larger shapes first; a wrapped dimension would silently skip rows).
+  PSA_RETURN_IF(a.heads_q > 65535 || a.batch > 65535 || a.mq > INT32_MAX, PSA_ERR_UNSUPPORTED,
+                "mask: batch = %lld, heads = %lld, %lld query blocks; the CUDA level builder's grid "
+                "allows at most 65535, 65535 and 2^31 - 1",
+                static_cast<long long>(a.batch), static_cast<long long>(a.heads_q),
+                static_cast<long long>(a.mq));
   LevelKernelParams p{};
   p.scores = a.scores;
   p.np_max = next_pow2(a.nk);

@@ -43,8 +43,9 @@ psa_status build_levels_cuda(const LevelArgs& args, cudaStream_t stream);
 int64_t max_mask_blocks();
 
 // Work list of each row r of levels [rows, nk]: blocks [rows, nk] holds the key blocks of
-// level 1, then 2, 4, 8, each in ascending order; count [rows, 4] their numbers. When
-// `stats` is non-NULL, adds the pairs per slot (L1, L2, L4, L8, skip) to stats[0..5).
+// level 1, then 2, 4, 8, each in ascending order; count [rows, 4] their numbers. Entries past
+// a row's total count (its skipped blocks) are left unwritten. When `stats` is non-NULL,
+// adds the pairs per slot (L1, L2, L4, L8, skip) to stats[0..5).
 struct WorklistArgs {
   const int8_t* levels = nullptr;
   int64_t rows = 0, nk = 0;

@@ -19,24 +19,33 @@ struct SimCapKernelParams {
   int8_t* cap;
 };
 
+// Grid cap: past it each CTA takes several (head, key block) pairs. Pairs are flattened
+// because heads = B*Hkv may exceed the 65535 of a y grid dimension.
+constexpr int64_t kMaxGrid = int64_t{1} << 24;
+
+// One CTA per (head, key block j) pair, pair = head * nk + j (grid-stride).
 template <typename T>
-__global__ void sim_cap_kernel(SimCapKernelParams p) {
+__global__ void sim_cap_kernel(SimCapKernelParams p, int64_t pairs) {
   extern __shared__ float block[];  // [block_n][d], replicate-padded
   __shared__ float sim[3];
-  const int64_t j = blockIdx.x, head = blockIdx.y;
-  const T* k = static_cast<const T*>(p.k) + head * p.len_k * p.d;
-  for (int64_t e = threadIdx.x; e < p.block_n * p.d; e += blockDim.x) {
-    const int64_t u = e / p.d, c = e % p.d;
-    int64_t tok = j * p.block_n + u;
-    if (tok > p.len_k - 1) tok = p.len_k - 1;
-    block[e] = Elem<T>::to_float(k[tok * p.d + c]);
+  for (int64_t pair = blockIdx.x; pair < pairs; pair += gridDim.x) {
+    const int64_t j = pair % p.nk, head = pair / p.nk;
+    const T* k = static_cast<const T*>(p.k) + head * p.len_k * p.d;
+    // Reuse across pairs is ordered by the two barriers: `block` is last read before the
+    // second, `sim` is next written after the first.
+    for (int64_t e = threadIdx.x; e < p.block_n * p.d; e += blockDim.x) {
+      const int64_t u = e / p.d, c = e % p.d;
+      int64_t tok = j * p.block_n + u;
+      if (tok > p.len_k - 1) tok = p.len_k - 1;
+      block[e] = Elem<T>::to_float(k[tok * p.d + c]);
+    }
+    __syncthreads();
+    if (threadIdx.x < 3)
+      sim[threadIdx.x] = block_similarity(block, p.block_n, p.d, 2 << threadIdx.x);
+    __syncthreads();
+    if (threadIdx.x == 0)
+      p.cap[pair] = static_cast<int8_t>(sim_cap_from_means(sim[0], sim[1], sim[2], p.threshold));
   }
-  __syncthreads();
-  if (threadIdx.x < 3)
-    sim[threadIdx.x] = block_similarity(block, p.block_n, p.d, 2 << threadIdx.x);
-  __syncthreads();
-  if (threadIdx.x == 0)
-    p.cap[head * p.nk + j] = static_cast<int8_t>(sim_cap_from_means(sim[0], sim[1], sim[2], p.threshold));
 }
 
 template <typename T>
@@ -45,7 +54,9 @@ psa_status launch_sim_cap(const SimCapKernelParams& p, int64_t heads, cudaStream
   PSA_CUDA_TRY(cudaFuncSetAttribute(sim_cap_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)),
                "sim_cap_kernel: cudaFuncSetAttribute");
-  sim_cap_kernel<T><<<dim3(static_cast<unsigned>(p.nk), static_cast<unsigned>(heads)), 128, smem, stream>>>(p);
+  const int64_t pairs = heads * p.nk;
+  const unsigned grid = static_cast<unsigned>(pairs < kMaxGrid ? pairs : kMaxGrid);
+  sim_cap_kernel<T><<<grid, 128, smem, stream>>>(p, pairs);
   return launch_status("sim_cap_kernel");
 }
 

@@ -12,7 +12,11 @@ namespace {
 
 constexpr int kWarps = 8;
 
-// One warp per row; ballots keep ascending key order inside each level.
+// Grid cap: past it each warp takes several rows (rows = B*Hq*Mq may exceed what one grid
+// dimension holds; real shapes stay far below it).
+constexpr int64_t kMaxGrid = int64_t{1} << 24;
+
+// One warp per row (grid-stride); ballots keep ascending key order inside each level.
 __global__ void __launch_bounds__(kWarps * 32)
     worklist_kernel(const int8_t* __restrict__ levels, int64_t rows, int64_t nk,
                     int32_t* __restrict__ blocks, int32_t* __restrict__ count,
@@ -21,8 +25,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (threadIdx.x < 5) block_stats[threadIdx.x] = 0;
   __syncthreads();
   const int lane = threadIdx.x % 32;
-  const int64_t row = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
-  if (row < rows) {
+  for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * kWarps) {
     const int8_t* lv = levels + row * nk;
     int32_t* out = blocks + row * nk;
     const unsigned below = (1u << lane) - 1u;
@@ -56,7 +60,8 @@ psa_status build_worklist_cuda(const WorklistArgs& a, cudaStream_t stream) {
   if (a.rows == 0 || a.nk == 0) return PSA_OK;
   PSA_RETURN_IF(a.nk > INT32_MAX, PSA_ERR_UNSUPPORTED, "work list: %lld key blocks",
                 static_cast<long long>(a.nk));
-  const unsigned grid = static_cast<unsigned>(ceil_div(a.rows, kWarps));
+  const int64_t want = ceil_div(a.rows, kWarps);
+  const unsigned grid = static_cast<unsigned>(want < kMaxGrid ? want : kMaxGrid);
   worklist_kernel<<<grid, kWarps * 32, 0, stream>>>(a.levels, a.rows, a.nk, a.blocks, a.count, a.stats);
   return launch_status("worklist_kernel");
 }

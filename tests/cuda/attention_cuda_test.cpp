@@ -33,6 +33,7 @@ struct AttnCase {
   bool lse = true;
   double k_budget = 4.0;  // rel-L2 budget multiple of the storage baseline
   uint32_t seed = 1;
+  gpu::AttentionKernel kernel = gpu::AttentionKernel::kAuto;  // sm90 only applies to bm 128
 };
 
 struct AttnResult {
@@ -104,6 +105,7 @@ void run_attention(const AttnCase& c, AttnResult* res, const std::vector<int8_t>
   a.head_dim = D;
   a.block_m = c.bm;
   a.block_n = c.bn;
+  a.kernel = c.bm == 128 ? c.kernel : gpu::AttentionKernel::kAuto;
   a.scale = 1.0f / std::sqrt(static_cast<float>(D));
   a.causal = c.causal;
   a.dense = c.dense;
@@ -225,13 +227,35 @@ void check_attention(const AttnCase& c) {
   EXPECT_LE(lse_err, c.dt == PSA_DTYPE_BF16 ? 2e-2 : 4e-3) << c.name;
 }
 
+// The kernel the current test runs (the fixture's parameter).
+gpu::AttentionKernel g_kernel = gpu::AttentionKernel::kAuto;
+
+bool sm90_present() {
+  gpu::AttentionArgs a;
+  a.block_m = 128;
+  return gpu::attention_kernel_for(a) == gpu::AttentionKernel::kSm90;
+}
+
 AttnCase base(const char* name) {
   AttnCase c;
   c.name = name;
+  c.kernel = g_kernel;
   return c;
 }
 
-TEST(CudaAttention, LevelMixes) {
+// Every attention test runs on both kernels: the sm80 one (mma.sync, any sm80+ device) and
+// the Hopper one (wgmma, warp-specialised; skipped where the device or build lacks sm_90a).
+class CudaAttention : public ::testing::TestWithParam<gpu::AttentionKernel> {
+ protected:
+  void SetUp() override {
+    g_kernel = GetParam();
+    PSA_REQUIRE_GPU();
+    if (GetParam() == gpu::AttentionKernel::kSm90 && !sm90_present())
+      GTEST_SKIP() << "no sm_90a kernel for this device/build";
+  }
+};
+
+TEST_P(CudaAttention, LevelMixes) {
   PSA_REQUIRE_GPU();
   for (int fill : {1, 2, 4, 8}) {
     AttnCase c = base(fill == 1 ? "all level 1" : fill == 2 ? "all level 2" : fill == 4 ? "all level 4" : "all level 8");
@@ -251,7 +275,7 @@ TEST(CudaAttention, LevelMixes) {
   check_attention(c);
 }
 
-TEST(CudaAttention, BlockSizesHeadDimsDtypes) {
+TEST_P(CudaAttention, BlockSizesHeadDimsDtypes) {
   PSA_REQUIRE_GPU();
   for (psa_dtype dt : {PSA_DTYPE_BF16, PSA_DTYPE_F16})
     for (int64_t D : {64, 128})
@@ -277,7 +301,7 @@ TEST(CudaAttention, BlockSizesHeadDimsDtypes) {
   check_attention(c);
 }
 
-TEST(CudaAttention, ShapesCausalGqaStrides) {
+TEST_P(CudaAttention, ShapesCausalGqaStrides) {
   PSA_REQUIRE_GPU();
   AttnCase c = base("causal");
   c.causal = true;
@@ -329,7 +353,7 @@ TEST(CudaAttention, ShapesCausalGqaStrides) {
   check_attention(c);
 }
 
-TEST(CudaAttention, DenseKernel) {
+TEST_P(CudaAttention, DenseKernel) {
   PSA_REQUIRE_GPU();
   AttnCase c = base("dense");
   c.dense = true;
@@ -352,7 +376,7 @@ TEST(CudaAttention, DenseKernel) {
 }
 
 // All blocks at level 1 walk the same token stream as the dense kernel: identical bits.
-TEST(CudaAttention, AllLevelOneEqualsDense) {
+TEST_P(CudaAttention, AllLevelOneEqualsDense) {
   PSA_REQUIRE_GPU();
   for (int64_t bn : {32, 64, 128}) {
     AttnCase c = base("all-1");
@@ -370,7 +394,7 @@ TEST(CudaAttention, AllLevelOneEqualsDense) {
 }
 
 // Level p over keys that repeat in groups of p equals full resolution.
-TEST(CudaAttention, PooledLevelOnRepeatedKeysEqualsFullResolution) {
+TEST_P(CudaAttention, PooledLevelOnRepeatedKeysEqualsFullResolution) {
   PSA_REQUIRE_GPU();
   for (int p : {2, 4, 8}) {
     AttnCase c = base("repeated keys");
@@ -397,6 +421,36 @@ TEST(CudaAttention, PooledLevelOnRepeatedKeysEqualsFullResolution) {
     EXPECT_LE(err, 3.0 * full.base + 1e-4);
   }
 }
+
+// Long rows: the stage ring wraps many times (16+ tiles at d64 with 4 stages, d128 with
+// 2), pooled levels interleave, video-like inputs; sm90 and sm80 must agree with the CPU.
+TEST_P(CudaAttention, LongRowsRingWraps) {
+  PSA_REQUIRE_GPU();
+  for (int64_t D : {64, 128}) {
+    AttnCase c = base(D == 64 ? "long rows D64 mixed" : "long rows D128 mixed");
+    c.D = D;
+    c.Lq = 700;
+    c.Lk = 2300;
+    c.bn = 128;
+    c.video = true;
+    c.p[0] = 0.5;
+    c.p[1] = c.p[2] = c.p[3] = 0.15;
+    check_attention(c);
+    c = base(D == 64 ? "long rows D64 dense causal" : "long rows D128 dense causal");
+    c.D = D;
+    c.dense = true;
+    c.causal = true;
+    c.Lq = 1100;
+    c.Lk = 2300;
+    check_attention(c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaAttention,
+                         ::testing::Values(gpu::AttentionKernel::kSm80, gpu::AttentionKernel::kSm90),
+                         [](const ::testing::TestParamInfo<gpu::AttentionKernel>& i) {
+                           return std::string(i.param == gpu::AttentionKernel::kSm90 ? "sm90" : "sm80");
+                         });
 
 }  // namespace
 }  // namespace psa

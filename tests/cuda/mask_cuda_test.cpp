@@ -149,6 +149,10 @@ void run_mask_case(const MaskCase& c, uint32_t seed) {
   // Work list: exact compaction and level counts.
   DevBuf<int32_t> wl(got.size()), wc(static_cast<size_t>(c.B * c.Hq * mq * 4));
   DevBuf<unsigned long long> stats(std::vector<unsigned long long>(5, 0));
+  // The kernel writes only the first (non-skipped) entries of each row, the ones the attention
+  // kernel reads; the rest is poisoned here so that the download reads defined memory and a
+  // stray write past a row's count shows up.
+  wl.fill_bytes(0xff);
   gpu::WorklistArgs wa;
   wa.levels = dl.get();
   wa.rows = c.B * c.Hq * mq;
@@ -174,6 +178,8 @@ void run_mask_case(const MaskCase& c, uint32_t seed) {
       pos += cnt;
     }
     want_stats[4] += static_cast<unsigned long long>(nk - pos);
+    for (int64_t j = pos; j < nk; ++j)
+      ASSERT_EQ(-1, gw[static_cast<size_t>(r * nk + j)]) << "row " << r << ": written past its count " << pos;
   }
   for (int s = 0; s < 5; ++s) EXPECT_EQ(want_stats[s], gst[s]) << "slot " << s;
 }
@@ -240,6 +246,46 @@ TEST(CudaMask, LargeRowsAndTies) {
   c.Lk = 32 * 700;
   c.Lq = c.Lk;
   run_mask_case(c, 8);
+}
+
+// More kv heads (B*Hkv) than a y grid dimension holds: every head still gets its own caps.
+// Odd heads repeat one key per block (similarity 1, cap 8), even heads are noise (cap 1 mostly).
+TEST(CudaMask, SimCapPastGridLimit) {
+  PSA_REQUIRE_GPU();
+  const int64_t heads = 65536 + 1000, lk = 20, bn = 8, d = 64, nk = (lk + bn - 1) / bn;
+  std::mt19937 gen(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  test::Tensor16 k;
+  k.bits.resize(static_cast<size_t>(heads * lk * d));
+  k.f.resize(k.bits.size());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t t = 0; t < lk; ++t)
+      for (int64_t c = 0; c < d; ++c) {
+        const size_t i = static_cast<size_t>((h * lk + t) * d + c);
+        k.bits[i] = h % 2 == 1 && t % bn != 0 ? k.bits[i - static_cast<size_t>(d)] : float_to_bf16(nd(gen));
+        k.f[i] = bf16_to_float(k.bits[i]);
+      }
+  const double th[3] = {0.7, 0.65, 0.6};
+  const std::vector<int8_t> want = cpu_caps(k, heads, lk, d, bn, th);
+  DevBuf<uint16_t> dk(k.bits);
+  DevBuf<int8_t> dcap(want.size());
+  gpu::SimCapArgs sa;
+  sa.dtype = PSA_DTYPE_BF16;
+  sa.k = dk.get();
+  sa.heads = heads;
+  sa.len_k = lk;
+  sa.head_dim = d;
+  sa.n_blocks = nk;
+  sa.block_n = bn;
+  std::copy(th, th + 3, sa.threshold);
+  sa.cap = dcap.get();
+  ASSERT_EQ(PSA_OK, gpu::sim_cap_cuda(sa, nullptr)) << psa_last_error_message();
+  const std::vector<int8_t> got = dcap.download();
+  int64_t diff = 0, first = -1;
+  for (size_t e = 0; e < got.size(); ++e)
+    if (got[e] != want[e] && diff++ == 0) first = static_cast<int64_t>(e);
+  EXPECT_EQ(0, diff) << "caps differ from sim_cap_row; first at head " << first / nk << ", block " << first % nk;
+  EXPECT_EQ(8, want[static_cast<size_t>((heads - 1) * nk)]) << "the test's repeated-key heads should cap at 8";
 }
 
 // With each side computing its own scores: the full importance -> mask path.

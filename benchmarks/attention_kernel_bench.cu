@@ -1,0 +1,139 @@
+// benchmarks/attention_kernel_bench.cu -- the attention kernels alone (no library, no plan):
+// dense attention with the sm80 kernel and the Hopper kernel on the standard shapes, bf16,
+// batch 1, CUDA events, median of reps. Used to iterate on cuda/attention/ kernels without
+// the rest of the pipeline. Prints one line per (shape, kernel): ms and TFLOP/s (4*H*L^2*D).
+//
+// Usage: attention_kernel_bench [--shapes cogvideox,wan13,wan14] [--reps N]
+// (the sm90 line only on compute capability 9.x; the binary must hold sm_90a code)
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda/attention/attention_kernel_sm80.cuh"
+#include "cuda/attention/sm90/attention_kernel_sm90.cuh"
+
+namespace {
+
+#define CK(x)                                                                        \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+__global__ void fill_kernel(__nv_bfloat16* x, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    x[i] = __float2bfloat16((static_cast<float>(h & 0xffff) / 65535.0f - 0.5f) * 2.0f);
+  }
+}
+
+struct Shape {
+  const char* name;
+  int64_t heads, len, d;
+};
+
+template <int D>
+float time_kernel(bool sm90, const psa::gpu::AttnKernelParams& p, int reps) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int r = 0; r < reps + 2; ++r) {
+    CK(cudaEventRecord(a));
+    if (sm90)
+      CK((psa::gpu::sm90::launch_sparse_attention_sm90<__nv_bfloat16, D>(p, 1, nullptr)));
+    else
+      CK((psa::gpu::launch_sparse_attention<__nv_bfloat16, D, 128>(p, 1, nullptr)));
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float t = 0;
+    CK(cudaEventElapsedTime(&t, a, b));
+    if (r >= 2) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+namespace psa {
+namespace gpu {
+namespace sm90 {
+// The library defines this in attention_sm90.cu; the benchmark launches directly.
+bool sm90_available() { return true; }
+}  // namespace sm90
+}  // namespace gpu
+}  // namespace psa
+
+int main(int argc, char** argv) {
+  std::string shapes = "cogvideox,wan13,wan14";
+  int reps = 5;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+  }
+  const Shape all[] = {{"cogvideox", 48, 17776, 64}, {"wan13", 12, 32760, 128}, {"wan14", 40, 75600, 128}};
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("GPU: %s\n", prop.name);
+  for (const Shape& s : all) {
+    if (shapes.find(s.name) == std::string::npos) continue;
+    const size_t n = static_cast<size_t>(s.heads * s.len * s.d);
+    __nv_bfloat16 *q, *k, *v, *o;
+    CK(cudaMalloc(&q, n * 2));
+    CK(cudaMalloc(&k, n * 2));
+    CK(cudaMalloc(&v, n * 2));
+    CK(cudaMalloc(&o, n * 2));
+    fill_kernel<<<1024, 256>>>(q, n, 1);
+    fill_kernel<<<1024, 256>>>(k, n, 2);
+    fill_kernel<<<1024, 256>>>(v, n, 3);
+    psa::gpu::AttnKernelParams p{};
+    p.q = q;
+    p.q_sb = s.heads * s.len * s.d;
+    p.q_sh = s.len * s.d;
+    p.q_sl = s.d;
+    for (int li = 0; li < 4; ++li) {
+      p.k[li] = k;
+      p.v[li] = v;
+      p.k_sb[li] = p.v_sb[li] = p.q_sb;
+      p.k_sh[li] = p.v_sh[li] = p.q_sh;
+      p.k_sl[li] = p.v_sl[li] = s.d;
+    }
+    p.out = o;
+    p.o_sb = p.q_sb;
+    p.o_sh = p.q_sh;
+    p.o_sl = s.d;
+    p.out_vec = 1;
+    p.heads_q = s.heads;
+    p.group = 1;
+    p.len_q = p.len_k = s.len;
+    p.block_n = 128;
+    p.nk = (s.len + 127) / 128;
+    p.mq = (s.len + 127) / 128;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+    p.dense = 1;
+    const double flop = 4.0 * s.heads * static_cast<double>(s.len) * s.len * s.d;
+    for (int sm90 = 0; sm90 < (prop.major == 9 ? 2 : 1); ++sm90) {
+      const float ms = s.d == 64 ? time_kernel<64>(sm90, p, reps) : time_kernel<128>(sm90, p, reps);
+      std::printf("%-10s %-5s dense %9.3f ms %7.1f TFLOP/s\n", s.name, sm90 ? "sm90" : "sm80", ms,
+                  flop / (ms * 1e-3) / 1e12);
+    }
+    CK(cudaFree(q));
+    CK(cudaFree(k));
+    CK(cudaFree(v));
+    CK(cudaFree(o));
+  }
+  return 0;
+}

@@ -1,0 +1,601 @@
+// cuda/attention/sm90/attention_kernel_sm90.cuh -- attention stage, kernel + launcher
+// templates for Hopper (sm_90a): warp-specialised, wgmma-based version of
+// attention_kernel_sm80.cuh with the same meaning (attention_spec.h) and the same parameter
+// block. One CTA = one query block of 128 rows and its work list:
+//   warpgroup 0 (producer, one working warp): loads Q once and K/V tiles of 128 packed tokens
+//     into a ring of shared-memory stages with TMA. A tile is a list of work-list entries, each
+//     a contiguous run of block_n/p rows of one level's K/V, so every entry is one TMA box per
+//     64-column panel (tensor maps per level, boxes of block_n/p rows); completion is counted
+//     in bytes on the stage's mbarrier;
+//   warpgroups 1, 2 (consumers, 64 query rows each): S = Q K^T with wgmma (both operands in
+//     shared memory), online softmax in registers, O += P V with P from registers. The
+//     QK^T of tile t is issued before the PV of tile t-1, so the softmax of one overlaps the
+//     tensor-core work of the other.
+// Shared tiles use the 128-byte swizzle of wgmma: a [rows][D] tile is stored as D/64 panels
+// of [rows][64] elements, 16-byte chunk c of row r at chunk (c ^ (r & 7)).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cuda.h>  // CUtensorMap (encoded through the runtime's driver entry point)
+
+#include <cstdint>
+#include <type_traits>
+
+#include "attention/attention_spec.h"
+#include "cuda/attention/attention_params.h"
+#include "cuda/core/device.cuh"
+
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PSA_SM90_DEVICE 1
+#include "cuda/attention/sm90/wgmma_ops.cuh"
+#endif
+
+namespace psa {
+namespace gpu {
+namespace sm90 {
+
+// Tile choices. 128 query rows = two consumer warpgroups of 64 (the wgmma M). 128 keys per
+// tile: S is 64 fp32 registers per thread and each wgmma is m64n128. Stages: at d128 one
+// stage of K+V is 64 KB, so 2 stages + Q (32 KB) = 160 KB; at d64 a stage is 32 KB and 4
+// stages + Q (16 KB) = 144 KB. One CTA per SM either way (384 threads, 168 registers each
+// at launch; the producer gives registers to the consumers with setmaxnreg).
+template <int D>
+struct Traits {
+  static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  static constexpr int kBM = 128;
+  static constexpr int kKT = 128;
+  static constexpr int kStages = D == 64 ? 4 : 2;
+  static constexpr int kThreads = 384;
+  static constexpr int kProducerRegs = 56;
+  static constexpr int kConsumerRegs = 224;  // 128 * 56 + 256 * 224 = 64512 = 384 * 168
+  static constexpr int kChunks = D / 8;      // 16-byte chunks per row
+  static constexpr size_t kQBytes = size_t{2} * kBM * D;
+  static constexpr size_t kTileBytes = size_t{2} * kKT * D;
+  static constexpr size_t kOffQ = 0;
+  static constexpr size_t kOffK = kOffQ + kQBytes;
+  static constexpr size_t kOffV = kOffK + kStages * kTileBytes;
+  static constexpr size_t kOffTok = kOffV + kStages * kTileBytes;
+  static constexpr size_t kOffFlag = kOffTok + sizeof(int32_t) * kStages * kKT;
+  static constexpr size_t kOffBar = kOffFlag + sizeof(int32_t) * kStages * 4;
+  static constexpr int kBars = 4 * kStages + 1;  // full K, full V, empty K, empty V; Q
+  static constexpr size_t kOffMeta = kOffBar + sizeof(uint64_t) * kBars;
+  static constexpr size_t kMetaInts = 16;
+  // +1024: the dynamic shared window is rounded up to the 1024-byte swizzle atom.
+  static constexpr size_t kSmemBytes = kOffMeta + sizeof(int32_t) * kMetaInts + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "fits the sm90 shared-memory carve-out");
+  static_assert(kOffK % 1024 == 0 && kOffV % 1024 == 0 && kTileBytes % 1024 == 0,
+                "swizzle atoms start on 1024 bytes");
+  static_assert(kOffBar % 8 == 0, "mbarriers are 8-byte aligned");
+};
+
+// Kernel parameters: the common block plus TMA descriptors. Q: [B, Hq, Lq, D]; K/V of level
+// index li: [B, Hkv, rows_li, D]; boxes of 64 columns x box_rows rows (128 for Q and for the
+// dense path, block_n >> li for a sparse level), 128-byte swizzle, zero fill out of bounds.
+struct Sm90Params {
+  AttnKernelParams a;
+  CUtensorMap q;
+  CUtensorMap k[4];
+  CUtensorMap v[4];
+  int32_t box_rows[4];
+};
+
+// Element offset of (row, 16-byte chunk) in a swizzled [R][D] tile.
+template <int R>
+__device__ __forceinline__ int tile_off(int row, int chunk) {
+  return (chunk >> 3) * (R * 64) + row * 64 + (((chunk & 7) ^ (row & 7)) << 3);
+}
+
+#ifdef PSA_SM90_DEVICE
+// ---- sm_90a primitives -------------------------------------------------------------------
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Arrives on `bar` once every cp.async this thread issued so far has landed (counts as one of
+// the barrier's expected arrivals). The thread itself does not wait.
+__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred P1;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// Adds `bytes` to the transaction count the current phase waits for, and arrives.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// TMA: box of `map` at coordinates (c0 innermost .. c3) into shared memory at `dst`;
+// completion counted in bytes on `bar`.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
+                                            int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+// Orders this thread's generic-proxy shared writes before async-proxy reads (wgmma) of
+// threads that synchronise with it afterwards.
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accesses of an accumulator across wgmma issue/wait.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+// Shared-memory matrix descriptor, 128-byte swizzle (layout type 1). lbo/sbo in bytes.
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32) | (uint64_t{1} << 62);
+}
+#endif  // PSA_SM90_DEVICE
+
+template <typename T, int D>
+__global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __grid_constant__ Sm90Params sp) {
+#ifdef PSA_SM90_DEVICE
+  const AttnKernelParams& p = sp.a;
+  using Tr = Traits<D>;
+  constexpr int BM = Tr::kBM, KT = Tr::kKT, NC = Tr::kChunks, S = Tr::kStages;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  T* sQ = reinterpret_cast<T*>(smem + Tr::kOffQ);
+  T* sK = reinterpret_cast<T*>(smem + Tr::kOffK);
+  T* sV = reinterpret_cast<T*>(smem + Tr::kOffV);
+  int32_t* sTok = reinterpret_cast<int32_t*>(smem + Tr::kOffTok);
+  int32_t* sFlag = reinterpret_cast<int32_t*>(smem + Tr::kOffFlag);
+  const uint32_t bar0 = smem_addr(smem + Tr::kOffBar);
+  // Barriers per stage s: K tile landed (+ its token list), V tile landed, K free, V free;
+  // and Q landed. K is freed right after the softmax that used it, V after its PV product.
+  auto bar_k = [&](int s) { return bar0 + 8u * s; };
+  auto bar_v = [&](int s) { return bar0 + 8u * (S + s); };
+  auto bar_ek = [&](int s) { return bar0 + 8u * (2 * S + s); };
+  auto bar_ev = [&](int s) { return bar0 + 8u * (3 * S + s); };
+  const uint32_t bar_q = bar0 + 8u * (4 * S);
+  // Meta: tokens per level in the packed stream, tiles per level, list offsets, total.
+  int32_t* ntok = reinterpret_cast<int32_t*>(smem + Tr::kOffMeta);
+  int32_t* tiles = ntok + 4;
+  int32_t* woff = ntok + 8;
+  int32_t* s_total = ntok + 12;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wg = tid / 128;
+  const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int64_t hk = h / p.group;
+  const int64_t row_id = (b * p.heads_q + h) * p.mq + i;
+  const int64_t x0 = i * BM;
+  const int64_t offset = p.len_k - p.len_q;
+
+  if (tid == 0) {
+    if (p.dense) {
+      int64_t lim = p.len_k;
+      if (p.causal) {
+        const int64_t xl = (x0 + BM < p.len_q ? x0 + BM : p.len_q) - 1;
+        lim = xl + offset + 1 < lim ? xl + offset + 1 : lim;
+        if (lim < 0) lim = 0;
+      }
+      ntok[0] = static_cast<int32_t>(lim);
+      ntok[1] = ntok[2] = ntok[3] = 0;
+      woff[0] = woff[1] = woff[2] = woff[3] = 0;
+    } else {
+      int32_t acc = 0;
+      for (int li = 0; li < 4; ++li) {
+        const int32_t c = p.wl_count[row_id * 4 + li];
+        woff[li] = acc;
+        acc += c;
+        ntok[li] = c * static_cast<int32_t>(p.block_n >> li);
+      }
+    }
+    int32_t sum = 0;
+    for (int li = 0; li < 4; ++li) {
+      tiles[li] = (ntok[li] + KT - 1) / KT;
+      sum += tiles[li];
+    }
+    *s_total = sum;
+    for (int s = 0; s < S; ++s) {
+      mbar_init(bar_k(s), 1);  // producer lane 0 (token list + expected bytes), then TMA bytes
+      mbar_init(bar_v(s), 1);
+      mbar_init(bar_ek(s), 8);   // one arrival per consumer warp
+      mbar_init(bar_ev(s), 8);
+    }
+    mbar_init(bar_q, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const int32_t total = *s_total;
+
+  auto level_of_tile = [&](int32_t t, int32_t& w0) {
+    int li = 0;
+    while (li < 3 && t >= tiles[li]) {
+      t -= tiles[li];
+      ++li;
+    }
+    w0 = t * KT;
+    return li;
+  };
+
+  if (wg == 0) {
+    // ================================ producer ================================
+    // One warp does the work: lanes resolve the 128 tokens of a tile (4 each) and issue
+    // the TMA boxes of its entries; the other three warps only give up their registers.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegs));
+    if (warp != 0) return;
+    constexpr int kPanels = D / 64;
+    const int32_t* wl = p.dense ? nullptr : p.wl_blocks + row_id * p.nk;
+    if (lane == 0) {
+      mbar_arrive_expect_tx(bar_q, static_cast<uint32_t>(Tr::kQBytes));
+      for (int pn = 0; pn < kPanels; ++pn)
+        tma_load_4d(smem_addr(sQ + pn * BM * 64), &sp.q, bar_q, pn * 64, static_cast<int>(x0),
+                    static_cast<int>(h), static_cast<int>(b));
+    }
+    for (int32_t t = 0; t < total; ++t) {
+      const int s = t % S;
+      const uint32_t use_parity = ((t / S) - 1) & 1;  // phase of the stage's previous use
+      if (t >= S) mbar_wait(bar_ek(s), use_parity);
+      int32_t w0;
+      const int li = level_of_tile(t, w0);
+      const int32_t P = sp.box_rows[li];  // rows per entry (= per TMA box)
+      bool all = true;
+#pragma unroll
+      for (int u = 0; u < KT / 32; ++u) {
+        const int r = u * 32 + lane;
+        const int32_t w = w0 + r;
+        int64_t tok = -1;
+        if (w < ntok[li]) {
+          if (p.dense) {
+            tok = w;
+          } else {
+            const int32_t e = w / P;
+            tok = static_cast<int64_t>(wl[woff[li] + e]) * P + (w - e * P);
+          }
+        }
+        const bool valid = tok >= 0 && (li > 0 || tok < p.len_k);
+        all = all && valid;
+        sTok[s * KT + r] = valid ? static_cast<int32_t>(tok) : -1;
+      }
+      const int32_t rows = min(KT, ntok[li] - w0);
+      const int32_t entries = (rows + P - 1) / P;
+      const int32_t loaded = entries * P;
+      // Rows past the stream's end get zeros (never NaN garbage into the products).
+      T* dk = sK + s * KT * D;
+      T* dv = sV + s * KT * D;
+      for (int c = loaded * NC + lane; c < KT * NC; c += 32) {
+        const int row = c / NC, cc = c % NC;
+        *reinterpret_cast<uint4*>(dk + tile_off<KT>(row, cc)) = make_uint4(0, 0, 0, 0);
+      }
+      fence_proxy_async();
+      all = __all_sync(0xffffffffu, all) != 0;
+      if (lane == 0) sFlag[s * 4] = sFlag[s * 4 + 1] = sFlag[s * 4 + 2] = sFlag[s * 4 + 3] = all;
+      __syncwarp();
+      const uint32_t bytes = static_cast<uint32_t>(loaded) * D * 2;
+      if (lane == 0) mbar_arrive_expect_tx(bar_k(s), bytes);  // releases sTok / sFlag / zeros
+      const int32_t e0 = w0 / P;  // first entry of the tile in the level's list
+      for (int e = lane; e < entries; e += 32) {
+        const int row0 = p.dense ? (w0 + e * P) : wl[woff[li] + e0 + e] * P;
+        for (int pn = 0; pn < kPanels; ++pn)
+          tma_load_4d(smem_addr(dk + pn * KT * 64 + e * P * 64), &sp.k[li], bar_k(s), pn * 64, row0,
+                      static_cast<int>(hk), static_cast<int>(b));
+      }
+      if (t >= S) mbar_wait(bar_ev(s), use_parity);
+      for (int c = loaded * NC + lane; c < KT * NC; c += 32) {
+        const int row = c / NC, cc = c % NC;
+        *reinterpret_cast<uint4*>(dv + tile_off<KT>(row, cc)) = make_uint4(0, 0, 0, 0);
+      }
+      fence_proxy_async();
+      __syncwarp();
+      if (lane == 0) mbar_arrive_expect_tx(bar_v(s), bytes);
+      for (int e = lane; e < entries; e += 32) {
+        const int row0 = p.dense ? (w0 + e * P) : wl[woff[li] + e0 + e] * P;
+        for (int pn = 0; pn < kPanels; ++pn)
+          tma_load_4d(smem_addr(dv + pn * KT * 64 + e * P * 64), &sp.v[li], bar_v(s), pn * 64, row0,
+                      static_cast<int>(hk), static_cast<int>(b));
+      }
+    }
+    return;
+  }
+
+  // ================================ consumers ================================
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tr::kConsumerRegs));
+  const int cw = wg - 1;                 // consumer warpgroup: query rows 64*cw .. 64*cw+63
+  const int ctid = tid - 128 * wg;       // thread within the warpgroup
+  const int g = lane >> 2, tq = lane & 3;
+  const int wrow = cw * 64 + (warp & 3) * 16;  // this warp's first row in the CTA tile
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float sl2 = p.scale * kLog2e;
+  const uint32_t q_addr = smem_addr(sQ) + cw * 64 * 128;
+  const uint32_t k_addr = smem_addr(sK), v_addr = smem_addr(sV);
+
+  float o[D / 2];
+#pragma unroll
+  for (int j = 0; j < D / 2; ++j) o[j] = 0.0f;
+  float sc[KT / 2];
+  uint32_t pf[KT / 16][4];
+  float m_run[2] = {neg_inf(), neg_inf()};
+  float l_run[2] = {0.0f, 0.0f};
+
+  mbar_wait(bar_q, 0);
+
+  // S = Q K_t^T into sc (K-major operands; k-step kk = 16 head-dim elements).
+  auto issue_qk = [&](int s) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint64_t da = sw128_desc(q_addr + (kk >> 2) * BM * 128 + (kk & 3) * 32, 16, 1024);
+      const uint64_t db =
+          sw128_desc(k_addr + s * static_cast<uint32_t>(Tr::kTileBytes) + (kk >> 2) * KT * 128 + (kk & 3) * 32, 16, 1024);
+      Wgmma<T, KT>::ss(sc, da, db, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  };
+  // O += P V_s (V is MN-major for this product: panels of 64 head-dim columns KT*128 bytes
+  // apart, 8-key groups 1024 bytes apart; k-step j = 16 keys).
+  auto issue_pv = [&](int s) {
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < KT / 16; ++j) {
+      const uint64_t db = sw128_desc(v_addr + s * static_cast<uint32_t>(Tr::kTileBytes) + j * 16 * 128, KT * 128, 1024);
+      Wgmma<T, D>::rs(o, pf[j], db);
+    }
+    wgmma_commit();
+  };
+  // Logits of tile t in the log2 domain, new running max, p = 2^(z - m) in sc, row sums;
+  // returns the rescale factor of the old state per row.
+  auto softmax = [&](int32_t t, float alpha[2]) {
+    const int s = t % S;
+    int32_t w0;
+    const int li = level_of_tile(t, w0);
+    const int level = 1 << li;
+    const float bias2 = level_log_bias(level) * kLog2e;
+    const int32_t* tok = sTok + s * KT;
+    const bool full = (sFlag[s * 4] & sFlag[s * 4 + 1] & sFlag[s * 4 + 2] & sFlag[s * 4 + 3]) != 0;
+    float mx[2] = {neg_inf(), neg_inf()};
+    if (!p.causal) {
+#pragma unroll
+      for (int n = 0; n < KT / 8; ++n) {
+#pragma unroll
+        for (int e1 = 0; e1 < 2; ++e1) {
+          float cb = bias2;
+          if (!full) cb = tok[n * 8 + tq * 2 + e1] >= 0 ? bias2 : neg_inf();
+          sc[n * 4 + e1] = fmaf(sc[n * 4 + e1], sl2, cb);
+          sc[n * 4 + e1 + 2] = fmaf(sc[n * 4 + e1 + 2], sl2, cb);
+          mx[0] = fmaxf(mx[0], sc[n * 4 + e1]);
+          mx[1] = fmaxf(mx[1], sc[n * 4 + e1 + 2]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < KT / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int32_t tk = tok[n * 8 + tq * 2 + (e & 1)];
+          const int64_t x = x0 + wrow + g + (e >> 1) * 8;
+          const bool vis = tk >= 0 && token_visible(x, tk, level, p.len_k, true, offset);
+          sc[n * 4 + e] = vis ? fmaf(sc[n * 4 + e], sl2, bias2) : neg_inf();
+          mx[e >> 1] = fmaxf(mx[e >> 1], sc[n * 4 + e]);
+        }
+      }
+    }
+    float m_use[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m_run[r], mx[r]);
+      alpha[r] = m_run[r] == neg_inf() ? 0.0f : fast_exp2(m_run[r] - m_new);
+      m_run[r] = m_new;
+      m_use[r] = m_new == neg_inf() ? 0.0f : m_new;
+      l_run[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int j = 0; j < KT / 2; ++j) {
+      sc[j] = fast_exp2(sc[j] - m_use[(j >> 1) & 1]);
+      l_run[(j >> 1) & 1] += sc[j];
+    }
+  };
+  auto rescale_and_pack = [&](const float alpha[2]) {
+#pragma unroll
+    for (int j = 0; j < D / 2; ++j) o[j] *= alpha[(j >> 1) & 1];
+#pragma unroll
+    for (int kk = 0; kk < KT / 16; ++kk) {
+      pf[kk][0] = Elem<T>::pack(sc[8 * kk + 0], sc[8 * kk + 1]);
+      pf[kk][1] = Elem<T>::pack(sc[8 * kk + 2], sc[8 * kk + 3]);
+      pf[kk][2] = Elem<T>::pack(sc[8 * kk + 4], sc[8 * kk + 5]);
+      pf[kk][3] = Elem<T>::pack(sc[8 * kk + 6], sc[8 * kk + 7]);
+    }
+  };
+  auto release = [&](uint32_t bar) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  };
+  // TMA data is written by the async proxy like wgmma reads it; the producer fenced its own
+  // (generic) zero rows before arriving.
+  auto wait_full = [&](uint32_t bar, uint32_t parity) { mbar_wait(bar, parity); };
+
+  if (total > 0) {
+    float alpha[2];
+    wait_full(bar_k(0), 0);
+    issue_qk(0);
+    wgmma_wait<0>();
+    fence_regs(sc);
+    softmax(0, alpha);
+    release(bar_ek(0));
+    rescale_and_pack(alpha);
+    for (int32_t t = 1; t < total; ++t) {
+      const int s = t % S, sp = (t - 1) % S;
+      wait_full(bar_k(s), (t / S) & 1);
+      fence_regs(o);
+      fence_regs(pf);
+      issue_qk(s);
+      wait_full(bar_v(sp), ((t - 1) / S) & 1);
+      issue_pv(sp);
+      wgmma_wait<1>();  // QK^T of tile t done; PV of tile t-1 may still run
+      fence_regs(sc);
+      softmax(t, alpha);
+      release(bar_ek(s));  // K tile and its token list are no longer read
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(pf);
+      release(bar_ev(sp));
+      rescale_and_pack(alpha);
+    }
+    const int sl = (total - 1) % S;
+    wait_full(bar_v(sl), ((total - 1) / S) & 1);
+    fence_regs(o);
+    fence_regs(pf);
+    issue_pv(sl);
+    wgmma_wait<0>();
+    fence_regs(o);
+  }
+
+  // Epilogue: out = o / l (0 for an empty row), lse = m ln2 + ln l (-inf for an empty row);
+  // rows go back to the caller's order through out_rows. The warpgroup's own 64 rows of sQ
+  // stage the output tile (its wgmma reads of them are complete).
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+    inv[r] = l_run[r] != 0.0f ? 1.0f / l_run[r] : 0.0f;  // NaN propagates; only empty rows give 0
+  }
+  if (p.lse != nullptr && tq == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t x = x0 + wrow + g + r * 8;
+      if (x < p.len_q) {
+        const int64_t orow = p.out_rows ? p.out_rows[x] : x;
+        p.lse[(b * p.heads_q + h) * p.len_q + orow] =
+            l_run[r] != 0.0f ? m_run[r] * 0.6931471805599453f + logf(l_run[r]) : neg_inf();
+      }
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    const int r0 = wrow + g;
+    *reinterpret_cast<uint32_t*>(sQ + tile_off<BM>(r0, n) + tq * 2) =
+        Elem<T>::pack(o[n * 4 + 0] * inv[0], o[n * 4 + 1] * inv[0]);
+    *reinterpret_cast<uint32_t*>(sQ + tile_off<BM>(r0 + 8, n) + tq * 2) =
+        Elem<T>::pack(o[n * 4 + 2] * inv[1], o[n * 4 + 3] * inv[1]);
+  }
+  named_bar_sync(2 + cw, 128);
+  T* ob = static_cast<T*>(p.out) + b * p.o_sb + h * p.o_sh;
+  for (int c = ctid; c < 64 * NC; c += 128) {
+    const int r = cw * 64 + c / NC, cc = c % NC;
+    const int64_t x = x0 + r;
+    if (x >= p.len_q) continue;
+    const int64_t orow = p.out_rows ? p.out_rows[x] : x;
+    const uint4 val = *reinterpret_cast<const uint4*>(sQ + tile_off<BM>(r, cc));
+    T* dst = ob + orow * p.o_sl + cc * 8;
+    if (p.out_vec) {
+      *reinterpret_cast<uint4*>(dst) = val;
+    } else {
+      const T* e = reinterpret_cast<const T*>(&val);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) dst[u] = e[u];
+    }
+  }
+#endif  // PSA_SM90_DEVICE
+}
+
+// True when this binary holds the sm_90a kernel for the current device (compiled for 90a and
+// the device is compute capability 9.x); cached per device.
+bool sm90_available();
+
+// cuTensorMapEncodeTiled through the runtime (no link against libcuda); NULL if the driver
+// lacks it.
+using TensorMapEncodeFn = decltype(&cuTensorMapEncodeTiled);
+inline TensorMapEncodeFn tensor_map_encoder() {
+  static TensorMapEncodeFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<TensorMapEncodeFn>(f);
+  }();
+  return fn;
+}
+
+// One [B, H, rows, D] tensor with element strides (sb, sh, sl) -> a tensor map with boxes of
+// 64 columns x box_rows rows. False when TMA cannot describe it (alignment, stride limits).
+inline bool encode_map(CUtensorMap* m, bool f16, const void* base, int64_t batch, int64_t heads, int64_t rows,
+                       int64_t d, int64_t sb, int64_t sh, int64_t sl, int box_rows) {
+  TensorMapEncodeFn enc = tensor_map_encoder();
+  if (enc == nullptr || rows <= 0 || rows > (int64_t{1} << 31) - 1 || heads > INT32_MAX || batch > INT32_MAX)
+    return false;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sl) * 2, static_cast<cuuint64_t>(sh) * 2,
+                                 static_cast<cuuint64_t>(sb) * 2};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};
+  const cuuint32_t estr[4] = {1, 1, 1, 1};
+  return enc(m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(base),
+             dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The kernel's parameters for `p`: tensor maps of Q and of K/V at every level. False when a
+// tensor cannot be described (the caller then uses the sm80 kernel).
+inline bool make_sm90_params(const AttnKernelParams& p, bool f16, int d, int64_t batch, Sm90Params* out) {
+  out->a = p;
+  const int64_t heads_kv = p.heads_q / p.group;
+  if (!encode_map(&out->q, f16, p.q, batch, p.heads_q, p.len_q, d, p.q_sb, p.q_sh, p.q_sl, 128)) return false;
+  for (int li = 0; li < 4; ++li) {
+    const int64_t rows = li == 0 ? p.len_k : (p.nk * p.block_n) >> li;
+    const int box = p.dense ? 128 : static_cast<int>(p.block_n >> li);
+    out->box_rows[li] = box;
+    if (p.dense && li > 0) {  // never read: copies of level 1
+      out->k[li] = out->k[0];
+      out->v[li] = out->v[0];
+      continue;
+    }
+    if (box < 1 || box > 128 || 128 % box != 0) return false;
+    if (!encode_map(&out->k[li], f16, p.k[li], batch, heads_kv, rows, d, p.k_sb[li], p.k_sh[li], p.k_sl[li], box) ||
+        !encode_map(&out->v[li], f16, p.v[li], batch, heads_kv, rows, d, p.v_sb[li], p.v_sh[li], p.v_sl[li], box))
+      return false;
+  }
+  return true;
+}
+
+// Launcher: grid (Mq, Hq, B), 384 threads, one CTA per SM. cudaErrorNotSupported when TMA
+// cannot describe the tensors.
+template <typename T, int D>
+cudaError_t launch_sparse_attention_sm90(const AttnKernelParams& p, int64_t batch, cudaStream_t stream) {
+  using Tr = Traits<D>;
+  Sm90Params sp;
+  if (!make_sm90_params(p, std::is_same<T, __half>::value, D, batch, &sp)) return cudaErrorNotSupported;
+  cudaError_t e = cudaFuncSetAttribute(sparse_attention_sm90_kernel<T, D>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(Tr::kSmemBytes));
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(p.mq), static_cast<unsigned>(p.heads_q),
+                  static_cast<unsigned>(batch));
+  sparse_attention_sm90_kernel<T, D><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(sp);
+  return cudaGetLastError();
+}
+
+}  // namespace sm90
+}  // namespace gpu
+}  // namespace psa
