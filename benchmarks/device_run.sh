@@ -6,7 +6,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=${OUT:-/tmp/psa-out}
-b=${BUILD:-/tmp/bg}
+b=${BUILD:-/tmp/bg$(date +%s)}  # fresh by default: copied sources can look older than old objects
 mkdir -p "$out"
 t0=$(date +%s)
 { cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
