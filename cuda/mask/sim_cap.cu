@@ -1,6 +1,7 @@
 // cuda/mask/sim_cap.cu -- mask stage (similarity cap, spec 5): kernel, launcher, entry.
-// One CTA stages a key block in fp32 and three threads run mask_spec.h's sequential
-// block_similarity (no FMA), so the cap equals sim_cap_row's bit for bit. No rule of its own.
+// One CTA stages a key block in fp32; its threads compute mask_spec.h's pair cosines in
+// parallel and three threads sum them in the CPU's order (no FMA), so the cap equals
+// sim_cap_row's bit for bit. No rule of its own.
 #include <cstdint>
 
 #include "cuda/core/cuda_status.h"
@@ -23,25 +24,42 @@ struct SimCapKernelParams {
 // because heads = B*Hkv may exceed the 65535 of a y grid dimension.
 constexpr int64_t kMaxGrid = int64_t{1} << 24;
 
-// One CTA per (head, key block j) pair, pair = head * nk + j (grid-stride).
+// One CTA per (head, key block j) pair, pair = head * nk + j (grid-stride). Every pair cosine
+// of the three levels is one thread's work (pair_cosine, the CPU's operations); one thread per
+// level then sums them in the CPU's order (mean_pair_cosine), so the cap is bit-identical.
+// Rows are padded to d + 1 floats so the threads' row reads fall in different banks.
 template <typename T>
 __global__ void sim_cap_kernel(SimCapKernelParams p, int64_t pairs) {
-  extern __shared__ float block[];  // [block_n][d], replicate-padded
+  extern __shared__ float smem[];
+  const int64_t ld = p.d + 1;
+  float* block = smem;                        // [block_n][d + 1], replicate-padded
+  float* cosines = smem + p.block_n * ld;     // level 2, 4, 8 pair cosines, back to back
   __shared__ float sim[3];
+  const int64_t n2 = sim_pair_count(2, p.block_n), n4 = sim_pair_count(4, p.block_n),
+                n8 = sim_pair_count(8, p.block_n);
   for (int64_t pair = blockIdx.x; pair < pairs; pair += gridDim.x) {
     const int64_t j = pair % p.nk, head = pair / p.nk;
     const T* k = static_cast<const T*>(p.k) + head * p.len_k * p.d;
-    // Reuse across pairs is ordered by the two barriers: `block` is last read before the
-    // second, `sim` is next written after the first.
+    // Reuse across pairs is ordered by the barriers: `block` and `cosines` are last read
+    // before the third, `sim` is next written after the second.
     for (int64_t e = threadIdx.x; e < p.block_n * p.d; e += blockDim.x) {
       const int64_t u = e / p.d, c = e % p.d;
       int64_t tok = j * p.block_n + u;
       if (tok > p.len_k - 1) tok = p.len_k - 1;
-      block[e] = Elem<T>::to_float(k[tok * p.d + c]);
+      block[u * ld + c] = Elem<T>::to_float(k[tok * p.d + c]);
     }
     __syncthreads();
-    if (threadIdx.x < 3)
-      sim[threadIdx.x] = block_similarity(block, p.block_n, p.d, 2 << threadIdx.x);
+    for (int64_t t = threadIdx.x; t < n2 + n4 + n8; t += blockDim.x) {
+      const int level = t < n2 ? 2 : t < n2 + n4 ? 4 : 8;
+      const int64_t local = t < n2 ? t : t < n2 + n4 ? t - n2 : t - n2 - n4;
+      cosines[t] = pair_cosine(block, ld, p.d, level, local);
+    }
+    __syncthreads();
+    if (threadIdx.x < 3) {
+      const int64_t off = threadIdx.x == 0 ? 0 : threadIdx.x == 1 ? n2 : n2 + n4;
+      const int64_t n = threadIdx.x == 0 ? n2 : threadIdx.x == 1 ? n4 : n8;
+      sim[threadIdx.x] = mean_pair_cosine(cosines + off, n);
+    }
     __syncthreads();
     if (threadIdx.x == 0)
       p.cap[pair] = static_cast<int8_t>(sim_cap_from_means(sim[0], sim[1], sim[2], p.threshold));
@@ -50,7 +68,7 @@ __global__ void sim_cap_kernel(SimCapKernelParams p, int64_t pairs) {
 
 template <typename T>
 psa_status launch_sim_cap(const SimCapKernelParams& p, int64_t heads, cudaStream_t stream) {
-  const size_t smem = sizeof(float) * static_cast<size_t>(p.block_n * p.d);
+  const size_t smem = sizeof(float) * static_cast<size_t>(p.block_n * (p.d + 1) + p.block_n);
   PSA_CUDA_TRY(cudaFuncSetAttribute(sim_cap_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)),
                "sim_cap_kernel: cudaFuncSetAttribute");

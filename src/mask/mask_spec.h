@@ -258,18 +258,29 @@ PSA_HD constexpr int64_t sim_pair_count(int level, int64_t block_n) { return blo
 PSA_HD constexpr int64_t sim_pair_first(int level, int64_t t) { return t * level; }
 PSA_HD constexpr int64_t sim_pair_second(int level, int64_t t) { return t * level + level - 1; }
 
-// Mean pair cosine of one key block (`block` is [block_n, d]) at pooling `level`: a
-// sequential fp32 sum over the pairs, divided by their number. A block shorter than
-// `level` has no pair and gives -1 (never above a threshold in [-1, 1)).
+// Cosine of pair t at pooling `level` in a key block whose rows are `ld` floats apart.
+PSA_HD float pair_cosine(const float* block, int64_t ld, int64_t d, int level, int64_t t) {
+  const float* a = block + sim_pair_first(level, t) * ld;
+  const float* b = block + sim_pair_second(level, t) * ld;
+  return cosine_f32(dot_f32(a, b, d), dot_f32(a, a, d), dot_f32(b, b, d));
+}
+
+// Mean of `pairs` pair cosines: a sequential fp32 sum, divided by their number; -1 (never
+// above a threshold in [-1, 1)) when there is no pair.
+PSA_HD float mean_pair_cosine(const float* cosines, int64_t pairs) {
+  if (pairs <= 0) return -1.0f;
+  float sum = 0.0f;
+  for (int64_t t = 0; t < pairs; ++t) sum += cosines[t];
+  return sum / static_cast<float>(pairs);
+}
+
+// Mean pair cosine of one key block (`block` is [block_n, d]) at pooling `level` (the
+// order of mean_pair_cosine). A block shorter than `level` has no pair and gives -1.
 PSA_HD float block_similarity(const float* block, int64_t block_n, int64_t d, int level) {
   int64_t pairs = sim_pair_count(level, block_n);
   if (pairs <= 0) return -1.0f;
   float sum = 0.0f;
-  for (int64_t t = 0; t < pairs; ++t) {
-    const float* a = block + sim_pair_first(level, t) * d;
-    const float* b = block + sim_pair_second(level, t) * d;
-    sum += cosine_f32(dot_f32(a, b, d), dot_f32(a, a, d), dot_f32(b, b, d));
-  }
+  for (int64_t t = 0; t < pairs; ++t) sum += pair_cosine(block, d, d, level, t);
   return sum / static_cast<float>(pairs);
 }
 
