@@ -1,11 +1,15 @@
 // cuda/importance/importance.cu -- importance stage, kernel + launcher + entry: offsets via
-// sample_offsets; sampled dots on tensor cores (fp32 accumulation), then exp and the double row
-// sum in importance_cpu's order. Must not define its own sampling or scoring rule.
+// sample_offsets; the per-query-block score kernel (fallback: no scratch, or sample counts that
+// are not powers of two), sampled dots on tensor cores (fp32 accumulation), then exp and the
+// double row sum in importance_cpu's order. The entry picks the GEMM path
+// (block_scores_sm80.cu) when it applies. Must not define its own sampling or scoring rule.
 #include <cstdint>
 
 #include "cuda/core/cuda_status.h"
 #include "cuda/core/device.cuh"
+#include "cuda/importance/block_scores_gemm.h"
 #include "cuda/importance/importance_cuda.h"
+#include "cuda/importance/score_scratch.h"
 #include "importance/importance_spec.h"
 
 namespace psa {
@@ -274,6 +278,10 @@ psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
                 PSA_ERR_UNSUPPORTED,
                 "importance: %d query / %d key samples per block; supported: 1..128 each",
                 a.q_count, a.k_count);
+  if (a.scratch != nullptr && score_gemm_supported(a.q_count, a.k_count) &&
+      (a.head_dim == 64 || a.head_dim == 128) && a.block_n > 0 &&
+      a.scratch_bytes >= score_scratch_slot_bytes(ceil_div(a.len_k, a.block_n)))
+    return block_scores_gemm_cuda(a, stream);
   ScoreKernelParams p{};
   p.q = a.q;
   p.k = a.k;

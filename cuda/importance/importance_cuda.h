@@ -24,6 +24,10 @@ psa_status sample_offsets_cuda(const OffsetArgs& args, cudaStream_t stream);
 
 // Scores of importance_cpu for every (b, h): q [B, Hq, Lq, D] and k [B, Hkv, Lk, D]
 // contiguous (rearranged); query head h reads kv head h / (Hq / Hkv).
+// With a scratch of at least one slot (score_scratch.h) and power-of-two sample counts the
+// GEMM-shaped path runs (256 sampled rows per CTA); otherwise the per-query-block kernel.
+// Both give importance_cpu's values (fp32 dot order of mma.sync; the row sum's double order
+// may differ in the last bit). The scratch is overwritten; it must not alias any argument.
 struct ScoreArgs {
   psa_dtype dtype = PSA_DTYPE_BF16;
   const void* q = nullptr;
@@ -35,8 +39,14 @@ struct ScoreArgs {
   int32_t q_count = 0, k_count = 0;
   float scale = 0.0f;
   float* scores = nullptr;  // [B*Hq, Mq, Nk]
+  void* scratch = nullptr;   // [slots][Nk][256] fp32, 16-byte aligned; NULL: per-block kernel
+  uint64_t scratch_bytes = 0;
 };
 psa_status block_scores_cuda(const ScoreArgs& args, cudaStream_t stream);
+
+// Scratch slots worth giving block_scores_cuda on the current device for `head_dim` (one per
+// resident CTA of the GEMM path); size them with score_scratch_bytes (score_scratch.h).
+psa_status score_scratch_slots(int64_t head_dim, int64_t* slots);
 
 }  // namespace gpu
 }  // namespace psa

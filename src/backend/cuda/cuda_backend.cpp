@@ -121,9 +121,11 @@ class CudaBackend final : public Backend {
                     static_cast<long long>(max_nk));
       PSA_TRY(check_method_mask_limits(cfg, *plan));
     }
+    int64_t score_slots = 0;
+    if (cfg.method != PSA_METHOD_DENSE) PSA_TRY(gpu::score_scratch_slots(pb.head_dim, &score_slots));
     auto data = std::make_unique<CudaPlanData>();
     data->device = device_;
-    data->layout = cuda_workspace_layout(cfg, *plan);
+    data->layout = cuda_workspace_layout(cfg, *plan, score_slots);
     PSA_TRY(upload(plan->q_seq.src, &data->q_src, "q permutation: cudaMalloc/cudaMemcpy"));
     if (!plan->k_seq.src.empty() && plan->k_seq.src == plan->q_seq.src)
       data->k_src = data->q_src;
@@ -309,6 +311,8 @@ class CudaBackend final : public Backend {
       sa.k_count = oa.k_count;
       sa.scale = plan.scale;
       sa.scores = reinterpret_cast<float*>(ws + w.scores);
+      sa.scratch = w.score_scratch_bytes > 0 ? ws + w.score_scratch : nullptr;
+      sa.scratch_bytes = w.score_scratch_bytes;
       PSA_TRY(gpu::block_scores_cuda(sa, stream));
       mark(kStageEvImportance);
       // 4. mask: similarity cap, levels, work list (+ level counts).

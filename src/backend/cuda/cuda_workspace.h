@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "context/plan.h"
+#include "cuda/importance/score_scratch.h"
 
 namespace psa {
 
@@ -17,6 +18,8 @@ struct CudaWorkspaceLayout {
   uint64_t k_pooled[3] = {0, 0, 0}, v_pooled[3] = {0, 0, 0};  // levels 2, 4, 8
   uint64_t q_off = 0, k_off = 0;  // int32 [B*Hq, samples]
   uint64_t scores = 0;            // fp32 [B*Hq, Mq, Nk]
+  uint64_t score_scratch = 0;     // fp32 [slots, Nk, 256] (importance GEMM path; 0 bytes: absent)
+  uint64_t score_scratch_bytes = 0;
   uint64_t cap = 0;               // int8 [B*Hkv, Nk] (use_sim_mask)
   uint64_t means = 0;             // fp32 [B*Hq + B*Hkv, Nk, D] (rf_v2 block means)
   uint64_t levels = 0;            // int8 [B*Hq, Mq, Nk]
@@ -26,7 +29,9 @@ struct CudaWorkspaceLayout {
   bool sparse = false;
 };
 
-inline CudaWorkspaceLayout cuda_workspace_layout(const Config& cfg, const Plan& plan) {
+// `score_slots`: resident CTAs of the importance GEMM path on the plan's device
+// (gpu::score_scratch_slots); 0 leaves its scratch out (the per-block kernel runs instead).
+inline CudaWorkspaceLayout cuda_workspace_layout(const Config& cfg, const Plan& plan, int64_t score_slots) {
   CudaWorkspaceLayout w;
   const Problem& pb = plan.problem;
   const uint64_t es = 2, d = static_cast<uint64_t>(pb.head_dim);
@@ -56,6 +61,9 @@ inline CudaWorkspaceLayout cuda_workspace_layout(const Config& cfg, const Plan& 
       w.q_off = take(bq * static_cast<uint64_t>(plan.q_samples) * 4);
       w.k_off = take(bq * static_cast<uint64_t>(plan.k_samples) * 4);
       w.scores = take(bq * mq * nk * 4);
+      w.score_scratch_bytes = gpu::score_scratch_bytes(static_cast<int64_t>(bq), plan.q_blocks, plan.k_blocks,
+                                                       plan.q_samples, plan.k_samples, score_slots);
+      if (w.score_scratch_bytes > 0) w.score_scratch = take(w.score_scratch_bytes);
       if (cfg.use_sim_mask) w.cap = take(bkv * nk);
     }
     if (cfg.method == PSA_METHOD_RF_V2) w.means = take((bq + bkv) * nk * d * 4);

@@ -1,0 +1,47 @@
+// cuda/importance/block_scores_gemm.h -- importance stage, launcher layer (internal): the
+// GEMM-shaped score path behind block_scores_cuda. Declarations only; callers go through
+// importance_cuda.h, which picks this path when score_gemm_supported() and a scratch is given.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "cuda/importance/importance_cuda.h"
+
+namespace psa {
+namespace gpu {
+
+// Scores of importance_cpu for every (b, h) (same arguments as block_scores_cuda). Requires
+// power-of-two q_count/k_count <= 128, head_dim 64 or 128, and a.scratch_bytes >= one slot.
+psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream);
+
+namespace score_gemm {
+
+// Resident CTAs per SM the kernel is built for (__launch_bounds__): d128 needs ~220 registers
+// (64 of Q fragments, 64 of accumulators) -> 1; d64 fits 128 -> 2.
+constexpr int score_gemm_min_ctas(int64_t head_dim) { return head_dim == 64 ? 2 : 1; }
+
+// Kernel parameters: raw pointers and 64-bit extents, converted once from ScoreArgs.
+struct GemmScoreParams {
+  const void* q;
+  const void* k;
+  int64_t heads_q, group, len_q, len_k, block_m, block_n, mq, nk;
+  int64_t row_tiles;  // per (b, h)
+  int64_t tiles;      // B * Hq * row_tiles
+  const int32_t* q_off;
+  const int32_t* k_off;
+  int32_t q_count, q_shift;  // q_count = 1 << q_shift
+  float scale;
+  float* scratch;  // [gridDim.x][nk][256]
+  float* scores;   // [B*Hq, mq, nk]
+};
+
+// One per (dtype, head dim), each in its own instantiation file; grid <= `slots`.
+psa_status launch_scores_bf16_d64(const GemmScoreParams& p, int32_t k_count, int64_t slots, cudaStream_t s);
+psa_status launch_scores_bf16_d128(const GemmScoreParams& p, int32_t k_count, int64_t slots, cudaStream_t s);
+psa_status launch_scores_f16_d64(const GemmScoreParams& p, int32_t k_count, int64_t slots, cudaStream_t s);
+psa_status launch_scores_f16_d128(const GemmScoreParams& p, int32_t k_count, int64_t slots, cudaStream_t s);
+
+}  // namespace score_gemm
+}  // namespace gpu
+}  // namespace psa

@@ -1,0 +1,67 @@
+// cuda/importance/block_scores_sm80.cu -- importance stage, entry of the GEMM-shaped score path:
+// converts ScoreArgs once into GemmScoreParams and dispatches on dtype and head dim (kernel in
+// block_scores_kernel_sm80.cuh). Must not define its own sampling or scoring rule.
+#include <cstdint>
+
+#include "cuda/core/cuda_status.h"
+#include "cuda/importance/block_scores_gemm.h"
+#include "cuda/importance/score_scratch.h"
+
+namespace psa {
+namespace gpu {
+
+psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream) {
+  using score_gemm::GemmScoreParams;
+  PSA_RETURN_IF(!score_gemm_supported(a.q_count, a.k_count), PSA_ERR_INTERNAL,
+                "importance: GEMM path with %d/%d samples per block", a.q_count, a.k_count);
+  GemmScoreParams p{};
+  p.q = a.q;
+  p.k = a.k;
+  p.heads_q = a.heads_q;
+  p.group = a.heads_q / a.heads_kv;
+  p.len_q = a.len_q;
+  p.len_k = a.len_k;
+  p.block_m = a.block_m;
+  p.block_n = a.block_n;
+  p.mq = ceil_div(a.len_q, a.block_m);
+  p.nk = ceil_div(a.len_k, a.block_n);
+  p.row_tiles = ceil_div(p.mq * a.q_count, kScoreTileRows);
+  p.tiles = score_gemm_tiles(a.batch * a.heads_q, p.mq, a.q_count);
+  p.q_off = a.q_off;
+  p.k_off = a.k_off;
+  p.q_count = a.q_count;
+  p.q_shift = 0;
+  while ((1 << p.q_shift) < a.q_count) ++p.q_shift;
+  p.scale = a.scale;
+  p.scratch = static_cast<float*>(a.scratch);
+  p.scores = a.scores;
+  if (p.tiles == 0 || p.nk == 0) return PSA_OK;
+  const int64_t slots = static_cast<int64_t>(a.scratch_bytes / score_scratch_slot_bytes(p.nk));
+  PSA_RETURN_IF(slots < 1 || a.scratch == nullptr || reinterpret_cast<uintptr_t>(a.scratch) % 16 != 0,
+                PSA_ERR_INTERNAL, "importance: scratch %p of %llu bytes; one slot needs %llu, 16-byte aligned",
+                a.scratch, static_cast<unsigned long long>(a.scratch_bytes),
+                static_cast<unsigned long long>(score_scratch_slot_bytes(p.nk)));
+  const bool bf16 = a.dtype == PSA_DTYPE_BF16;
+  PSA_RETURN_IF(!bf16 && a.dtype != PSA_DTYPE_F16, PSA_ERR_UNSUPPORTED,
+                "importance: dtype = %d; supported: f16, bf16", static_cast<int>(a.dtype));
+  if (a.head_dim == 64)
+    return bf16 ? score_gemm::launch_scores_bf16_d64(p, a.k_count, slots, stream)
+                : score_gemm::launch_scores_f16_d64(p, a.k_count, slots, stream);
+  if (a.head_dim == 128)
+    return bf16 ? score_gemm::launch_scores_bf16_d128(p, a.k_count, slots, stream)
+                : score_gemm::launch_scores_f16_d128(p, a.k_count, slots, stream);
+  return set_error(PSA_ERR_UNSUPPORTED, "q: shape[3] (head_dim) = %lld; supported: 64, 128",
+                   static_cast<long long>(a.head_dim));
+}
+
+psa_status score_scratch_slots(int64_t head_dim, int64_t* slots) {
+  int dev = 0, sms = 0;
+  PSA_CUDA_TRY(cudaGetDevice(&dev), "score_scratch_slots: cudaGetDevice");
+  PSA_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev),
+               "score_scratch_slots: cudaDeviceGetAttribute");
+  *slots = static_cast<int64_t>(sms) * score_gemm::score_gemm_min_ctas(head_dim);
+  return PSA_OK;
+}
+
+}  // namespace gpu
+}  // namespace psa
