@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # benchmarks/device_run.sh -- one device call: build, GPU tests, (MEMCHECK=1) compute-sanitizer
-# memcheck on them, the benchmark (psa_bench + cuDNN SDPA), (NCU=1) one ncu capture of the dense
+# memcheck on them, (RACECHECK_FILTER=...) racecheck on a subset, the benchmark (psa_bench + cuDNN SDPA), (NCU=1) one ncu capture of the dense
 # kernel at Wan2.1-1.3B. Logs under $OUT (at most 8 files). SHAPES picks the benchmark shapes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +20,12 @@ if [ -n "${MEMCHECK:-}" ]; then
   timeout "${MEMCHECK_TIMEOUT:-200}" compute-sanitizer --tool memcheck --error-exitcode 99 \
     "$b/tests/psa_cuda_tests" ${MEMCHECK_FILTER:+--gtest_filter=$MEMCHECK_FILTER} >"$out/memcheck.log" 2>&1
   echo "memcheck rc=$? $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1) $(grep -E '^\[  PASSED|^\[  FAILED' "$out/memcheck.log" | tr '\n' ' ')"
+fi
+if [ -n "${RACECHECK_FILTER:-}" ]; then
+  t0=$(date +%s)
+  timeout "${RACECHECK_TIMEOUT:-90}" compute-sanitizer --tool racecheck --error-exitcode 99 \
+    "$b/tests/psa_cuda_tests" --gtest_filter="$RACECHECK_FILTER" >"$out/racecheck.log" 2>&1
+  echo "racecheck rc=$? $(( $(date +%s) - t0 )) s: $(grep -E 'RACECHECK SUMMARY' "$out/racecheck.log" | tail -1) $(grep -E '^\[  PASSED|^\[  FAILED' "$out/racecheck.log" | tr '\n' ' ')"
 fi
 t0=$(date +%s)
 PYTHONUNBUFFERED=1 python3 benchmarks/run_bench.py --bench "$b/benchmarks/psa_bench" --shapes "${SHAPES:-cogvideox,wan13,wan14}" \
