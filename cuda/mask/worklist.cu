@@ -16,7 +16,9 @@ constexpr int kWarps = 8;
 // dimension holds; real shapes stay far below it).
 constexpr int64_t kMaxGrid = int64_t{1} << 24;
 
-// One warp per row (grid-stride); ballots keep ascending key order inside each level.
+// One warp per row (grid-stride), two passes over the row: per-lane level counts (reduced to
+// each level's total, hence its base), then every block's position by ballots over 32 blocks
+// at a time, which keeps ascending key order inside each level.
 __global__ void __launch_bounds__(kWarps * 32)
     worklist_kernel(const int8_t* __restrict__ levels, int64_t rows, int64_t nk,
                     int32_t* __restrict__ blocks, int32_t* __restrict__ count,
@@ -25,29 +27,43 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (threadIdx.x < 5) block_stats[threadIdx.x] = 0;
   __syncthreads();
   const int lane = threadIdx.x % 32;
+  const unsigned below = (1u << lane) - 1u;
+  const int n = static_cast<int>(nk);  // <= INT32_MAX (entry)
   for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32; row < rows;
        row += static_cast<int64_t>(gridDim.x) * kWarps) {
     const int8_t* lv = levels + row * nk;
     int32_t* out = blocks + row * nk;
-    const unsigned below = (1u << lane) - 1u;
-    int64_t base = 0;
-    for (int li = 0; li < 4; ++li) {
-      const int level = 1 << li;
-      int64_t cnt = 0;
-      for (int64_t j0 = 0; j0 < nk; j0 += 32) {
-        const int64_t j = j0 + lane;
-        const bool hit = j < nk && lv[j] == level;
-        const unsigned mask = __ballot_sync(0xffffffffu, hit);
-        if (hit) out[base + cnt + __popc(mask & below)] = static_cast<int32_t>(j);
-        cnt += __popc(mask);
-      }
-      if (lane == 0) {
-        count[row * 4 + li] = static_cast<int32_t>(cnt);
-        if (stats) atomicAdd(&block_stats[li], static_cast<unsigned long long>(cnt));
-      }
-      base += cnt;
+    int c[4] = {0, 0, 0, 0};
+    for (int j = lane; j < n; j += 32) {
+      const int v = lv[j];
+#pragma unroll
+      for (int li = 0; li < 4; ++li) c[li] += v == (1 << li) ? 1 : 0;
     }
-    if (lane == 0 && stats) atomicAdd(&block_stats[4], static_cast<unsigned long long>(nk - base));
+    int base[4];
+    int total = 0;
+#pragma unroll
+    for (int li = 0; li < 4; ++li) {
+      c[li] = __reduce_add_sync(0xffffffffu, c[li]);
+      base[li] = total;
+      total += c[li];
+    }
+    for (int j0 = 0; j0 < n; j0 += 32) {
+      const int j = j0 + lane;
+      const int v = j < n ? lv[j] : 0;
+      int pos = -1;
+#pragma unroll
+      for (int li = 0; li < 4; ++li) {
+        const unsigned mask = __ballot_sync(0xffffffffu, v == (1 << li));
+        if (v == (1 << li)) pos = base[li] + __popc(mask & below);
+        base[li] += __popc(mask);
+      }
+      if (pos >= 0) out[pos] = j;
+    }
+    if (lane < 4) {
+      count[row * 4 + lane] = c[lane];
+      if (stats) atomicAdd(&block_stats[lane], static_cast<unsigned long long>(c[lane]));
+    }
+    if (lane == 0 && stats) atomicAdd(&block_stats[4], static_cast<unsigned long long>(n - total));
   }
   __syncthreads();
   if (stats && threadIdx.x < 5 && block_stats[threadIdx.x] > 0)

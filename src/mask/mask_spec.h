@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "core/hd.h"
 
@@ -34,6 +35,23 @@ PSA_HD bool ranks_before(float a, int64_t ia, float b, int64_t ib) {
   if (a_nan != b_nan) return b_nan;
   if (!a_nan && a != b) return a > b;
   return ia < ib;
+}
+
+// Sort key of that order: rank_key(a) < rank_key(b) implies ranks_before(a, ia, b, ib) for any
+// indices, and equal keys are exactly the ties (index decides). Higher scores get smaller keys,
+// -0 and +0 share one key (they compare equal), every NaN maps to the largest key. A stable
+// ascending sort of the keys of a row in index order therefore yields the rank order.
+PSA_HD uint32_t rank_key(float s) {
+  if (s != s) return 0xffffffffu;
+  if (s == 0.0f) s = 0.0f;  // -0 -> +0
+  uint32_t u;
+#if defined(__CUDA_ARCH__)
+  u = __float_as_uint(s);
+#else
+  std::memcpy(&u, &s, sizeof u);
+#endif
+  const uint32_t ascending = (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
+  return ~ascending;
 }
 
 // ---- Rank intervals per slot (spec 4.3, 4.4) ----------------------------------------------
@@ -74,26 +92,53 @@ PSA_HD void topk_segment_ends(int64_t n, const double ratio_end[kMaskSlots], int
   }
 }
 
-// Relative cumulative mass of a descending-sorted row, in fp32: running sum in rank order
-// (one sequential accumulation, so both backends get the same bits), each prefix divided by
-// the total; E[n-1] = 1 exactly. When the total is not a finite positive number (all-zero,
-// inf or NaN scores) the mass is taken as uniform, E[r] = (r+1)/n. `E` may alias `sorted`.
-PSA_HD void relative_cumulative_mass(const float* sorted, int64_t n, float* E) {
+// Running fp32 sum of a row in rank order (one sequential accumulation, so both backends get
+// the same bits): prefix[r] = sorted[0] + ... + sorted[r]; returns the total (0 when n = 0).
+// `prefix` may equal `sorted`, but not overlap it otherwise. Each full batch is loaded before it
+// is summed, so a GPU thread running this overlaps the loads instead of waiting on each.
+PSA_HD float running_mass(const float* sorted, int64_t n, float* prefix) {
+  constexpr int kBatch = 16;
   float c = 0.0f;
-  for (int64_t r = 0; r < n; ++r) {
-    c += sorted[r];
-    E[r] = c;
+  int64_t r0 = 0;
+  for (; r0 + kBatch <= n; r0 += kBatch) {
+    const float* in = sorted + r0;
+    float* out = prefix + r0;
+    float v[kBatch];
+    for (int u = 0; u < kBatch; ++u) v[u] = in[u];
+    for (int u = 0; u < kBatch; ++u) {
+      c += v[u];
+      out[u] = c;
+    }
   }
-  bool usable = c > 0.0f && c - c == 0.0f;
-  for (int64_t r = 0; r < n; ++r)
-    E[r] = usable ? E[r] / c : static_cast<float>(r + 1) / static_cast<float>(n);
+  for (; r0 < n; ++r0) {
+    c += sorted[r0];
+    prefix[r0] = c;
+  }
+  return c;
 }
 
-// #{ r : E[r] <= e + 1e-6 }, compared in double (the reference compares in bf16).
+// Relative mass of rank r from its running sum: prefix / total. When the total is not a finite
+// positive number (all-zero, inf or NaN scores) the mass is taken as uniform, (r+1)/n.
+PSA_HD float relative_mass(float prefix, float total, int64_t r, int64_t n) {
+  const bool usable = total > 0.0f && total - total == 0.0f;
+  return usable ? prefix / total : static_cast<float>(r + 1) / static_cast<float>(n);
+}
+
+// Relative cumulative mass of a descending-sorted row, in fp32: running_mass, each prefix
+// divided by the total (relative_mass); E[n-1] = 1 exactly. `E` may alias `sorted`.
+PSA_HD void relative_cumulative_mass(const float* sorted, int64_t n, float* E) {
+  const float c = running_mass(sorted, n, E);
+  for (int64_t r = 0; r < n; ++r) E[r] = relative_mass(E[r], c, r, n);
+}
+
+// Whether a relative mass counts towards a slot with ratio end e: E <= e + 1e-6, compared in
+// double (the reference compares in bf16).
+PSA_HD bool within_mass(float E, double e) { return static_cast<double>(E) <= e + 1e-6; }
+
+// #{ r : within_mass(E[r], e) }.
 PSA_HD int64_t mass_count(const float* E, int64_t n, double e) {
-  double bound = e + 1e-6;
   int64_t cnt = 0;
-  for (int64_t r = 0; r < n; ++r) cnt += static_cast<double>(E[r]) <= bound ? 1 : 0;
+  for (int64_t r = 0; r < n; ++r) cnt += within_mass(E[r], e) ? 1 : 0;
   return cnt;
 }
 

@@ -1,6 +1,9 @@
 // tests/cuda/mask_cuda_test.cpp -- mask stage on the GPU: given the CPU's scores and caps the
 // level map is IDENTICAL to build_mask_row + postprocess_levels (all modes, blocks, causal, text,
-// sim cap); cap and work list exact; disagreement rate reported with each side's own scores.
+// sim cap); cap and work list exact; disagreement rate reported with each side's own scores;
+// informative timings of the level builder and work list on the standard shapes.
+#include <cfloat>
+#include <limits>
 #include <map>
 
 #include "cuda/importance/importance_cuda.h"
@@ -9,6 +12,7 @@
 #include "importance/importance.h"
 #include "importance/importance_spec.h"
 #include "mask/mask.h"
+#include "mask/mask_spec.h"
 
 namespace psa {
 namespace {
@@ -26,7 +30,35 @@ struct MaskCase {
   bool sim;
   double ratio[5];
   int quantize;  // > 0: scores rounded to multiples of 1/quantize (many ties)
+  bool special;  // rows of negative / signed-zero / subnormal, of NaN / inf, and of all-zero scores
 };
+
+// Scores of every (b, h, query block) row: exponential, optionally quantized; with c.special,
+// row types cycle: plain; finite with negatives, +-0 and subnormals (non-monotone cumulative
+// mass); NaN and +-inf sprinkled (uniform mass); all zeros of both signs (uniform mass, ties).
+std::vector<float> make_scores(const MaskCase& c, uint32_t seed) {
+  const int64_t mq = (c.Lq + c.bm - 1) / c.bm, nk = (c.Lk + c.bn - 1) / c.bn;
+  std::mt19937 gen(seed);
+  std::exponential_distribution<float> ed(1.0f);
+  std::uniform_int_distribution<int> pick(0, 15);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float finite_odd[] = {-0.0f, 0.0f, -1.5f, -FLT_MIN / 4, FLT_MIN / 8, -3.0f, 40.0f, -0.25f};
+  const float nonfinite[] = {nan, -nan, inf, -inf};
+  std::vector<float> scores(static_cast<size_t>(c.B * c.Hq * mq * nk));
+  for (size_t e = 0; e < scores.size(); ++e) {
+    float v = ed(gen);
+    if (c.quantize > 0) v = std::floor(v * c.quantize) / c.quantize;
+    if (c.special) {
+      const int64_t type = static_cast<int64_t>(e / static_cast<size_t>(nk)) % 4;
+      const int u = pick(gen);
+      if (type == 1 && u < 4) v = finite_odd[pick(gen) % 8];
+      if (type == 2 && u < 2) v = nonfinite[pick(gen) % 4];
+      if (type == 3) v = u < 8 ? 0.0f : -0.0f;
+    }
+    scores[e] = v;
+  }
+  return scores;
+}
 
 // Host pipeline of the CPU backend for one (b, h) row set.
 std::vector<int8_t> cpu_levels(const MaskCase& c, const std::vector<float>& scores,
@@ -103,13 +135,7 @@ std::vector<int8_t> cpu_caps(const test::Tensor16& k, int64_t heads, int64_t lk,
 
 void run_mask_case(const MaskCase& c, uint32_t seed) {
   const int64_t mq = (c.Lq + c.bm - 1) / c.bm, nk = (c.Lk + c.bn - 1) / c.bn, d = 64;
-  std::mt19937 gen(seed);
-  std::exponential_distribution<float> ed(1.0f);
-  std::vector<float> scores(static_cast<size_t>(c.B * c.Hq * mq * nk));
-  for (auto& s : scores) {
-    s = ed(gen);
-    if (c.quantize > 0) s = std::floor(s * c.quantize) / c.quantize;
-  }
+  const std::vector<float> scores = make_scores(c, seed);
   const double th[3] = {0.7, 0.65, 0.6};
   test::Tensor16 k = test::make_video_like(c.B * c.Hkv, c.Lk, d, PSA_DTYPE_BF16, seed + 1);
   std::vector<int8_t> caps;
@@ -144,7 +170,7 @@ void run_mask_case(const MaskCase& c, uint32_t seed) {
   int64_t diff = 0;
   for (size_t e = 0; e < got.size(); ++e) diff += got[e] != want[e];
   EXPECT_EQ(0, diff) << "mode=" << c.mode << " bn=" << c.bn << " tn=" << c.tn << " causal=" << c.causal
-                     << " rule=" << c.rule << " sim=" << c.sim << " nk=" << nk;
+                     << " rule=" << c.rule << " sim=" << c.sim << " nk=" << nk << " special=" << c.special;
 
   // Work list: exact compaction and level counts.
   DevBuf<int32_t> wl(got.size()), wc(static_cast<size_t>(c.B * c.Hq * mq * 4));
@@ -246,6 +272,144 @@ TEST(CudaMask, LargeRowsAndTies) {
   c.Lk = 32 * 700;
   c.Lq = c.Lk;
   run_mask_case(c, 8);
+}
+
+// rank_key (the GPU's sort key) against ranks_before on the values where float order is
+// subtle: NaNs of both signs, infinities, signed zeros, subnormals, extremes. Host only.
+TEST(CudaMask, RankKeyOrdersLikeRanksBefore) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float v[] = {nan, -nan, std::numeric_limits<float>::signaling_NaN(), inf, -inf, FLT_MAX, -FLT_MAX,
+                     1.0f, -1.0f, 1.0f + FLT_EPSILON, FLT_MIN, -FLT_MIN, FLT_MIN / 2, -FLT_MIN / 2,
+                     std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min(),
+                     0.0f, -0.0f, 0.5f, -0.5f};
+  const int n = static_cast<int>(sizeof(v) / sizeof(v[0]));
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      for (int64_t ia : {3, 7})
+        for (int64_t ib : {3, 7}) {
+          if (a != b && ia == ib) continue;  // one index names one block
+          const uint32_t ka = rank_key(v[a]), kb = rank_key(v[b]);
+          EXPECT_EQ(ranks_before(v[a], ia, v[b], ib), ka < kb || (ka == kb && ia < ib))
+              << v[a] << " (" << ia << ") vs " << v[b] << " (" << ib << ")";
+        }
+}
+
+// Every level tile of the builder (64x3 up to 512x32 candidates), both modes, rows of signed
+// zeros, negatives, subnormals, NaN and inf, causal and not.
+TEST(CudaMask, EveryTileWithSpecialScores) {
+  PSA_REQUIRE_GPU();
+  const int64_t nks[] = {41, 150, 200, 600, 1000, 2000, 4000, 8000, 12000};
+  uint32_t seed = 900;
+  for (int64_t nk : nks)
+    for (psa_mask_mode mode : {PSA_MASK_MODE_TOPK, PSA_MASK_MODE_THRESHOLDBOUND}) {
+      MaskCase c{};
+      c.mode = mode;
+      c.bm = 128;
+      c.bn = 32;
+      c.tn = 32;
+      c.B = 1;
+      c.Hq = 2;
+      c.Hkv = 1;
+      c.Lk = nk * c.bn - 5;
+      c.causal = nk <= 1000 && mode == PSA_MASK_MODE_TOPK;
+      c.Lq = c.causal ? c.Lk : 128 * 4;
+      c.rule = PSA_TEXT_RULE_SPAN;
+      const double r[5] = {0.1, 0.2, 0.3, 0.6, 0.9};
+      const double rb[5] = {0.4, 0.5, 0.6, 0.8, 1.0};
+      std::copy(mode == PSA_MASK_MODE_TOPK ? r : rb, (mode == PSA_MASK_MODE_TOPK ? r : rb) + 5, c.ratio);
+      c.quantize = nk % 3 == 0 ? 4 : 0;
+      c.special = true;
+      run_mask_case(c, seed++);
+      if (HasFatalFailure()) return;
+    }
+}
+
+// Informative timings of build_levels_cuda and build_worklist_cuda on the standard shapes
+// (batch 1, 128-token query blocks; softmax-like rows), checked against the CPU on the way.
+// Disabled by default: run with --gtest_also_run_disabled_tests.
+TEST(CudaMask, DISABLED_StandardShapeTimings) {
+  PSA_REQUIRE_GPU();
+  struct Shape {
+    const char* name;
+    int64_t H, L, bn;
+  };
+  const Shape shapes[] = {{"wan14", 40, 75600, 128},
+                          {"wan13", 12, 32760, 128},
+                          {"wan13/bn32", 12, 32760, 32},
+                          {"cogvideox", 48, 17776, 128}};
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  for (const Shape& sh : shapes)
+    for (psa_mask_mode mode : {PSA_MASK_MODE_TOPK, PSA_MASK_MODE_THRESHOLDBOUND}) {
+      MaskCase c{};
+      c.mode = mode;
+      c.bm = 128;
+      c.bn = sh.bn;
+      c.tn = 32;
+      c.B = 1;
+      c.Hq = sh.H;
+      c.Hkv = sh.H;
+      c.Lq = sh.L;
+      c.Lk = sh.L;
+      c.rule = PSA_TEXT_RULE_SPAN;
+      const double r[5] = {0.1, 0.15, 0.15, 0.35, 1.0};
+      const double rb[5] = {0.4, 0.5, 0.6, 0.8, 1.0};
+      std::copy(mode == PSA_MASK_MODE_TOPK ? r : rb, (mode == PSA_MASK_MODE_TOPK ? r : rb) + 5, c.ratio);
+      const int64_t mq = (c.Lq + c.bm - 1) / c.bm, nk = (c.Lk + c.bn - 1) / c.bn;
+      std::mt19937 gen(11);
+      std::normal_distribution<float> nd(0.0f, 2.0f);
+      std::vector<float> scores(static_cast<size_t>(c.Hq * mq * nk));
+      for (size_t row = 0; row < scores.size() / static_cast<size_t>(nk); ++row) {
+        float* x = scores.data() + row * static_cast<size_t>(nk);
+        double sum = 0;
+        for (int64_t j = 0; j < nk; ++j) sum += (x[j] = std::exp(nd(gen)));
+        for (int64_t j = 0; j < nk; ++j) x[j] = static_cast<float>(x[j] / sum);
+      }
+      DevBuf<float> ds(scores);
+      DevBuf<int8_t> dl(scores.size());
+      DevBuf<int32_t> wl(scores.size()), wc(static_cast<size_t>(c.Hq * mq * 4));
+      gpu::LevelArgs a = level_args(c);
+      a.scores = ds.get();
+      a.levels = dl.get();
+      gpu::WorklistArgs wa;
+      wa.levels = dl.get();
+      wa.rows = c.Hq * mq;
+      wa.nk = nk;
+      wa.blocks = wl.get();
+      wa.count = wc.get();
+      auto time_ms = [&](auto&& launch) {
+        for (int w = 0; w < 2; ++w) launch();
+        std::vector<float> ms;
+        for (int rep = 0; rep < 15; ++rep) {
+          cudaEventRecord(e0, nullptr);
+          launch();
+          cudaEventRecord(e1, nullptr);
+          cudaEventSynchronize(e1);
+          float m = 0;
+          cudaEventElapsedTime(&m, e0, e1);
+          ms.push_back(m);
+        }
+        std::sort(ms.begin(), ms.end());
+        return ms[ms.size() / 2];
+      };
+      ASSERT_EQ(PSA_OK, gpu::build_levels_cuda(a, nullptr)) << psa_last_error_message();
+      const std::vector<int8_t> got = dl.download();
+      const float lv_ms = time_ms([&] { gpu::build_levels_cuda(a, nullptr); });
+      const float wl_ms = time_ms([&] { gpu::build_worklist_cuda(wa, nullptr); });
+      PSA_CUDA_OK(cudaDeviceSynchronize());
+      const std::vector<int8_t> want = cpu_levels(c, scores, {});
+      int64_t diff = 0;
+      for (size_t e = 0; e < got.size(); ++e) diff += got[e] != want[e];
+      std::printf("[mask timing] %-10s %-14s %4lld x %5lld x %4lld: levels %7.4f ms, work list %7.4f ms, "
+                  "%lld of %zu levels differ from the CPU\n",
+                  sh.name, mode == PSA_MASK_MODE_TOPK ? "topk" : "thresholdbound", static_cast<long long>(c.Hq),
+                  static_cast<long long>(mq), static_cast<long long>(nk), lv_ms, wl_ms, static_cast<long long>(diff),
+                  got.size());
+      EXPECT_EQ(0, diff) << sh.name;
+    }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
 }
 
 // More kv heads (B*Hkv) than a y grid dimension holds: every head still gets its own caps.
