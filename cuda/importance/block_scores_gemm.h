@@ -1,6 +1,7 @@
 // cuda/importance/block_scores_gemm.h -- importance stage, launcher layer (internal): the
-// GEMM-shaped score path behind block_scores_cuda. Declarations only; callers go through
-// importance_cuda.h, which picks this path when score_gemm_supported() and a scratch is given.
+// GEMM-shaped score path behind block_scores_cuda (sm80 and sm90 kernels). Declarations only;
+// callers go through importance_cuda.h, which picks this path when score_gemm_supported() and a
+// scratch is given.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -36,7 +37,11 @@ struct GemmScoreParams {
   float* scores;   // [B*Hq, mq, nk]
 };
 
-// One per (dtype, head dim), each in its own instantiation file; grid <= `slots`.
+// Hopper kernel (block_scores_sm90.cu) for a.dtype and a.head_dim; grid <= `slots`.
+// cudaErrorNotSupported when TMA cannot describe K (the caller then runs the sm80 kernel).
+cudaError_t launch_scores_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t slots, cudaStream_t s);
+
+// sm80 kernel: one per (dtype, head dim), each in its own instantiation file; grid <= `slots`.
 psa_status launch_scores_bf16_d64(const GemmScoreParams& p, int32_t k_count, int64_t slots, cudaStream_t s);
 psa_status launch_scores_bf16_d128(const GemmScoreParams& p, int32_t k_count, int64_t slots, cudaStream_t s);
 psa_status launch_scores_f16_d64(const GemmScoreParams& p, int32_t k_count, int64_t slots, cudaStream_t s);

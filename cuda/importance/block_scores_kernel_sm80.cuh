@@ -8,6 +8,7 @@
 
 #include "cuda/core/cuda_status.h"
 #include "cuda/core/device.cuh"
+#include "cuda/importance/block_scores_finish.cuh"
 #include "cuda/importance/block_scores_gemm.h"
 #include "cuda/importance/score_scratch.h"
 #include "importance/importance_spec.h"
@@ -153,17 +154,14 @@ __device__ __forceinline__ void block_max_epilogue(const float (&acc)[2][kSub / 
 }
 
 // Per CTA tile: (1) sweep every sampled key of the (b, kv head): block-max logits a[r][j] to the
-// CTA's scratch slot, row maxima m[r] in registers; (2) P[i][j] = exp(max_r (a[r][j] - m[r]))
-// per query block (= max_r exp(a - m): exp is monotone, so one double exp per block instead of
-// one per row; NaN differences are skipped and an all-NaN block gives 0, as the CPU's
-// isnan(e) ? 0 : e), written unnormalised to scores; (3) row sums in double, fixed order; (4)
-// scores /= sum. Float operations on each value are the CPU's (fsub, fmul rounded alone).
+// CTA's scratch slot, row maxima m[r] in registers; then finish_tile (block_scores_finish.cuh):
+// block scores from the slot, row sums, normalisation.
 template <typename T, int D, int KC>
 __global__ void __launch_bounds__(ScoreGemmTraits<D>::kThreads, ScoreGemmTraits<D>::kMinCtas)
     block_scores_gemm_kernel(GemmScoreParams p) {
   using Tr = ScoreGemmTraits<D>;
   constexpr int kRows = Tr::kRows, kKeys = Tr::kKeys, kSub = Tr::kSub, kStages = Tr::kStages;
-  constexpr int kChunks = Tr::kChunks, kThreads = Tr::kThreads, kWarps = Tr::kWarps;
+  constexpr int kChunks = Tr::kChunks, kThreads = Tr::kThreads;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sq = reinterpret_cast<T*>(smem_raw);                                  // [kRows][D]
   T* sk = sq + kRows * D;                                                  // [kStages][kKeys][D]
@@ -271,50 +269,7 @@ __global__ void __launch_bounds__(ScoreGemmTraits<D>::kThreads, ScoreGemmTraits<
     }
     __syncthreads();  // s_m and the scratch slot are complete; K stages are free
 
-    // (2) One thread per (query block, key block); consecutive threads take consecutive key
-    // blocks of one query block, so s_m reads are broadcasts.
-    const int64_t nq_valid = min(static_cast<int64_t>(nqb), p.mq - rt * nqb);
-    const int64_t items = nq_valid * p.nk;
-    float* out = p.scores + (bh * p.mq + rt * nqb) * p.nk;  // row il of this tile: out + il * nk
-    for (int64_t idx = tid; idx < items; idx += kThreads) {
-      const int il = static_cast<int>(idx / p.nk);
-      const int64_t j = idx - static_cast<int64_t>(il) * p.nk;
-      const int r0 = il << p.q_shift;
-      const float* a = scratch + j * kRows + r0;
-      const float* mr = s_m + r0;
-      float y = ninf;
-      if (p.q_count >= 4) {
-        for (int r = 0; r < p.q_count; r += 4) {
-          const float4 av = *reinterpret_cast<const float4*>(a + r);
-          const float4 mv = *reinterpret_cast<const float4*>(mr + r);
-          y = fmaxf(y, __fsub_rn(av.x, mv.x));
-          y = fmaxf(y, __fsub_rn(av.y, mv.y));
-          y = fmaxf(y, __fsub_rn(av.z, mv.z));
-          y = fmaxf(y, __fsub_rn(av.w, mv.w));
-        }
-      } else {
-        for (int r = 0; r < p.q_count; ++r) y = fmaxf(y, __fsub_rn(a[r], mr[r]));
-      }
-      const float e = static_cast<float>(exp(static_cast<double>(y)));
-      out[idx] = e != e ? 0.0f : e;
-    }
-    __syncthreads();
-    // (3) Row sums: warp w sums query blocks w, w+8, ...; lanes stride over key blocks, then a
-    // fixed shuffle tree (deterministic; the CPU's sequential double sum may differ in the last bit).
-    for (int il = warp; il < nq_valid; il += kWarps) {
-      const float* row = out + static_cast<int64_t>(il) * p.nk;
-      double s = 0.0;
-      for (int64_t j = lane; j < p.nk; j += 32) s += row[j];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-      if (lane == 0) s_tot[il] = s;
-    }
-    __syncthreads();
-    // (4) Normalise.
-    for (int64_t idx = tid; idx < items; idx += kThreads) {
-      const double s = s_tot[idx / p.nk];
-      if (s > 0.0) out[idx] = static_cast<float>(out[idx] / s);
-    }
+    finish_tile<kThreads>(p, scratch, s_m, s_tot, bh, rt, tid, [] { __syncthreads(); });
     __syncthreads();  // s_qo/s_ko/s_m/s_tot, the scratch slot and the Q stage are reused
   }
 }

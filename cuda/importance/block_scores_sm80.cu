@@ -1,6 +1,7 @@
 // cuda/importance/block_scores_sm80.cu -- importance stage, entry of the GEMM-shaped score path:
-// converts ScoreArgs once into GemmScoreParams and dispatches on dtype and head dim (kernel in
-// block_scores_kernel_sm80.cuh). Must not define its own sampling or scoring rule.
+// converts ScoreArgs once into GemmScoreParams, picks the Hopper kernel (block_scores_sm90.cu)
+// where it runs, else dispatches the sm80 kernel (block_scores_kernel_sm80.cuh) on dtype and head
+// dim. Must not define its own sampling or scoring rule.
 #include <cstdint>
 
 #include "cuda/core/cuda_status.h"
@@ -44,14 +45,24 @@ psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream) {
   const bool bf16 = a.dtype == PSA_DTYPE_BF16;
   PSA_RETURN_IF(!bf16 && a.dtype != PSA_DTYPE_F16, PSA_ERR_UNSUPPORTED,
                 "importance: dtype = %d; supported: f16, bf16", static_cast<int>(a.dtype));
+  PSA_RETURN_IF(a.head_dim != 64 && a.head_dim != 128, PSA_ERR_UNSUPPORTED,
+                "q: shape[3] (head_dim) = %lld; supported: 64, 128", static_cast<long long>(a.head_dim));
+  const bool sm90 = a.kernel != ScoreKernel::kSm80 && score_sm90_available();
+  PSA_RETURN_IF(a.kernel == ScoreKernel::kSm90 && !sm90, PSA_ERR_UNSUPPORTED,
+                "importance: the sm90 score kernel needs compute capability 9.x and an sm_90a build");
+  if (sm90) {
+    const cudaError_t e = score_gemm::launch_scores_sm90(p, a, slots, stream);
+    if (e == cudaSuccess) return PSA_OK;
+    if (e != cudaErrorNotSupported || a.kernel == ScoreKernel::kSm90)
+      return set_error(PSA_ERR_CUDA, "block_scores_sm90_kernel<d=%lld>: %s", static_cast<long long>(a.head_dim),
+                       cudaGetErrorString(e));
+    (void)cudaGetLastError();
+  }
   if (a.head_dim == 64)
     return bf16 ? score_gemm::launch_scores_bf16_d64(p, a.k_count, slots, stream)
                 : score_gemm::launch_scores_f16_d64(p, a.k_count, slots, stream);
-  if (a.head_dim == 128)
-    return bf16 ? score_gemm::launch_scores_bf16_d128(p, a.k_count, slots, stream)
-                : score_gemm::launch_scores_f16_d128(p, a.k_count, slots, stream);
-  return set_error(PSA_ERR_UNSUPPORTED, "q: shape[3] (head_dim) = %lld; supported: 64, 128",
-                   static_cast<long long>(a.head_dim));
+  return bf16 ? score_gemm::launch_scores_bf16_d128(p, a.k_count, slots, stream)
+              : score_gemm::launch_scores_f16_d128(p, a.k_count, slots, stream);
 }
 
 psa_status score_scratch_slots(int64_t head_dim, int64_t* slots) {

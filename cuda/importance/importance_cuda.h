@@ -22,12 +22,19 @@ struct OffsetArgs {
 };
 psa_status sample_offsets_cuda(const OffsetArgs& args, cudaStream_t stream);
 
+// Which kernel of the GEMM-shaped path runs: kAuto takes the Hopper one (wgmma + TMA) when this
+// binary holds it for the device (sm_90a build, compute capability 9.x) and TMA can describe K,
+// else the sm80 one (mma.sync). kSm80 / kSm90 force one (tests, benchmarks); kSm90 where it
+// cannot run is PSA_ERR_UNSUPPORTED.
+enum class ScoreKernel { kAuto, kSm80, kSm90 };
+
 // Scores of importance_cpu for every (b, h): q [B, Hq, Lq, D] and k [B, Hkv, Lk, D]
 // contiguous (rearranged); query head h reads kv head h / (Hq / Hkv).
 // With a scratch of at least one slot (score_scratch.h) and power-of-two sample counts the
 // GEMM-shaped path runs (256 sampled rows per CTA); otherwise the per-query-block kernel.
-// Both give importance_cpu's values (fp32 dot order of mma.sync; the row sum's double order
-// may differ in the last bit). The scratch is overwritten; it must not alias any argument.
+// All give importance_cpu's values up to the fp32 dot order of the tensor cores (mma.sync or
+// wgmma; the row sum's double order may differ in the last bit). The scratch is overwritten;
+// it must not alias any argument.
 struct ScoreArgs {
   psa_dtype dtype = PSA_DTYPE_BF16;
   const void* q = nullptr;
@@ -41,12 +48,16 @@ struct ScoreArgs {
   float* scores = nullptr;  // [B*Hq, Mq, Nk]
   void* scratch = nullptr;   // [slots][Nk][256] fp32, 16-byte aligned; NULL: per-block kernel
   uint64_t scratch_bytes = 0;
+  ScoreKernel kernel = ScoreKernel::kAuto;
 };
 psa_status block_scores_cuda(const ScoreArgs& args, cudaStream_t stream);
 
 // Scratch slots worth giving block_scores_cuda on the current device for `head_dim` (one per
 // resident CTA of the GEMM path); size them with score_scratch_bytes (score_scratch.h).
 psa_status score_scratch_slots(int64_t head_dim, int64_t* slots);
+
+// True when this binary holds the Hopper score kernel for the current device; cached per device.
+bool score_sm90_available();
 
 }  // namespace gpu
 }  // namespace psa

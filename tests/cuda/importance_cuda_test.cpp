@@ -1,7 +1,8 @@
 // tests/cuda/importance_cuda_test.cpp -- importance stage on the GPU: offsets equal sample_offsets
-// exactly; scores of both paths (GEMM with a scratch, per-query-block kernel without) match
-// importance_cpu to fp32 rounding (tensor-core dot order) on random and video-like inputs, GQA,
-// Lq != Lk, odd L, 1..128 samples per block, several CTA tiles per head, a scratch of few slots.
+// exactly; scores of every path (GEMM with a scratch: sm80 kernel, and the sm90 kernel where the
+// device and build have it; per-query-block kernel without) match importance_cpu to fp32 rounding
+// (tensor-core dot order) on random and video-like inputs, GQA, Lq != Lk, odd L, 1..128 samples
+// per block, several CTA tiles per head, several 64-block chunks, Lk < block_n, few scratch slots.
 #include <algorithm>
 #include <string>
 
@@ -23,15 +24,17 @@ struct ScoreCase {
   uint64_t seed;
 };
 
-// kPerBlock: no scratch. kGemm: the slots a workspace would hold. kGemmTwoSlots: a scratch of
-// two slots, so each CTA loops over many tiles and reuses its slot.
-enum class Path { kPerBlock, kGemm, kGemmTwoSlots };
+// kPerBlock: no scratch. kGemm80 / kGemm90: the GEMM path's sm80 / sm90 kernel with the slots a
+// workspace would hold, or (two_slots) a scratch of two slots, so each CTA loops over many tiles
+// and reuses its slot.
+enum class Path { kPerBlock, kGemm80, kGemm90 };
 
-const char* path_name(Path p) {
-  return p == Path::kPerBlock ? "per-block" : p == Path::kGemm ? "gemm" : "gemm/2 slots";
+std::string path_name(Path p, bool two_slots) {
+  std::string n = p == Path::kPerBlock ? "per-block" : p == Path::kGemm80 ? "gemm sm80" : "gemm sm90";
+  return two_slots ? n + "/2 slots" : n;
 }
 
-void run_scores(const ScoreCase& c, Path path) {
+void run_scores(const ScoreCase& c, Path path, bool two_slots = false) {
   const int32_t qs = static_cast<int32_t>(c.bm / c.divisor), ks = static_cast<int32_t>(c.bn / c.divisor);
   const int64_t mq = (c.Lq + c.bm - 1) / c.bm, nk = (c.Lk + c.bn - 1) / c.bn;
   test::Tensor16 q = c.video ? test::make_video_like(c.B * c.Hq, c.Lq, c.D, c.dt, 21u)
@@ -43,8 +46,8 @@ void run_scores(const ScoreCase& c, Path path) {
   DevBuf<float> scores(static_cast<size_t>(c.B * c.Hq * mq * nk));
   scores.fill_bytes(0xff);
   int64_t slots = 0;
-  if (path == Path::kGemm) ASSERT_EQ(PSA_OK, gpu::score_scratch_slots(c.D, &slots)) << psa_last_error_message();
-  if (path == Path::kGemmTwoSlots) slots = 2;
+  if (path != Path::kPerBlock) ASSERT_EQ(PSA_OK, gpu::score_scratch_slots(c.D, &slots)) << psa_last_error_message();
+  if (two_slots) slots = 2;
   // Counts that are not powers of two get one slot anyway: the entry must fall back by itself.
   uint64_t scratch_bytes = gpu::score_scratch_bytes(c.B * c.Hq, mq, nk, qs, ks, slots);
   if (path != Path::kPerBlock && scratch_bytes == 0) scratch_bytes = gpu::score_scratch_slot_bytes(nk);
@@ -81,6 +84,7 @@ void run_scores(const ScoreCase& c, Path path) {
   sa.scores = scores.get();
   sa.scratch = path == Path::kPerBlock ? nullptr : scratch.get();
   sa.scratch_bytes = path == Path::kPerBlock ? 0 : scratch_bytes;
+  sa.kernel = path == Path::kGemm90 ? gpu::ScoreKernel::kSm90 : gpu::ScoreKernel::kSm80;
   ASSERT_EQ(PSA_OK, gpu::block_scores_cuda(sa, nullptr)) << psa_last_error_message();
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
   const std::vector<int32_t> gq = qoff.download(), gk = koff.download();
@@ -110,11 +114,11 @@ void run_scores(const ScoreCase& c, Path path) {
     }
   std::printf("[importance %s] %s D=%lld Lq=%lld Lk=%lld bm=%lld bn=%lld div=%lld (%d/%d samples) %s: "
               "%lld/%lld scores bit-identical, max rel diff %.3g\n",
-              path_name(path), c.dt == PSA_DTYPE_F16 ? "f16" : "bf16", static_cast<long long>(c.D),
+              path_name(path, two_slots).c_str(), c.dt == PSA_DTYPE_F16 ? "f16" : "bf16", static_cast<long long>(c.D),
               static_cast<long long>(c.Lq), static_cast<long long>(c.Lk), static_cast<long long>(c.bm),
               static_cast<long long>(c.bn), static_cast<long long>(c.divisor), qs, ks,
               c.video ? "video" : "random", static_cast<long long>(exact), static_cast<long long>(total), max_rel);
-  EXPECT_LE(max_rel, 2e-4) << path_name(path);
+  EXPECT_LE(max_rel, 2e-4) << path_name(path, two_slots);
 }
 
 const ScoreCase kCases[] = {
@@ -130,6 +134,10 @@ const ScoreCase kCases[] = {
     {PSA_DTYPE_F16, 1, 1, 1, 1100, 1000, 128, 128, 128, 128, false, 15}, // 1 q / 1 k
     {PSA_DTYPE_BF16, 1, 2, 2, 600, 700, 128, 64, 128, 2, false, 16},   // 32 q / 64 k
     {PSA_DTYPE_BF16, 1, 2, 1, 800, 800, 128, 128, 128, 3, false, 17},  // 42 samples: per-block fallback
+    {PSA_DTYPE_BF16, 1, 2, 1, 600, 5000, 128, 128, 32, 4, true, 18},   // 156 full blocks: 64 + 64 + 28
+    {PSA_DTYPE_F16, 1, 1, 1, 300, 9000, 64, 64, 64, 4, false, 19},     // 140 full blocks: 64 + 64 + 12
+    {PSA_DTYPE_BF16, 1, 2, 2, 300, 100, 64, 64, 128, 4, false, 20},    // Lk < block_n: no full block
+    {PSA_DTYPE_F16, 1, 2, 1, 500, 4096, 128, 128, 64, 4, true, 21},    // 64 full blocks, no partial one
 };
 
 TEST(CudaImportance, OffsetsAndScoresMatchCpu) {
@@ -139,18 +147,29 @@ TEST(CudaImportance, OffsetsAndScoresMatchCpu) {
 
 TEST(CudaImportance, GemmScoresMatchCpu) {
   PSA_REQUIRE_GPU();
-  for (const ScoreCase& c : kCases) run_scores(c, Path::kGemm);
+  for (const ScoreCase& c : kCases) run_scores(c, Path::kGemm80);
+}
+
+TEST(CudaImportance, GemmSm90ScoresMatchCpu) {
+  PSA_REQUIRE_GPU();
+  if (!gpu::score_sm90_available()) GTEST_SKIP() << "no sm_90a score kernel for this device/build";
+  for (const ScoreCase& c : kCases) run_scores(c, Path::kGemm90);
 }
 
 TEST(CudaImportance, GemmScoresWithTwoSlotsMatchCpu) {
   PSA_REQUIRE_GPU();
-  run_scores(kCases[0], Path::kGemmTwoSlots);
-  run_scores(kCases[5], Path::kGemmTwoSlots);
-  run_scores(kCases[6], Path::kGemmTwoSlots);
+  for (const Path path : {Path::kGemm80, Path::kGemm90}) {
+    if (path == Path::kGemm90 && !gpu::score_sm90_available()) continue;
+    run_scores(kCases[0], path, true);
+    run_scores(kCases[5], path, true);
+    run_scores(kCases[6], path, true);
+    run_scores(kCases[12], path, true);
+  }
 }
 
-// Informative timings of both paths on the standard shapes (bf16, batch 1, 128x128 blocks,
-// divisor 4; Wan2.1-1.3B also with 32-key blocks as psa_topk), and their agreement.
+// Informative timings of the paths on the standard shapes (bf16, batch 1, 128x128 blocks, divisor
+// 4; Wan2.1-1.3B also with 32-key blocks as psa_topk): per-block kernel, GEMM sm80, GEMM sm90 (where
+// available), and how far the GEMM kernels' scores are from the per-block kernel's.
 // Disabled by default: run with --gtest_also_run_disabled_tests.
 TEST(CudaImportance, DISABLED_StandardShapeTimings) {
   PSA_REQUIRE_GPU();
@@ -162,6 +181,7 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
                           {"wan13", 12, 32760, 128, 128},
                           {"wan13/bn32", 12, 32760, 128, 32},
                           {"wan14", 40, 75600, 128, 128}};
+  const bool sm90 = gpu::score_sm90_available();
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
@@ -180,7 +200,7 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
       PSA_CUDA_OK(cudaMemcpy(k.get() + h * per_head + (per_head - shift), hk.bits.data(), shift * 2, cudaMemcpyHostToDevice));
     }
     DevBuf<int32_t> qoff(static_cast<size_t>(s.H * qs)), koff(static_cast<size_t>(s.H * ks));
-    DevBuf<float> ref(static_cast<size_t>(s.H * mq * nk)), got(ref.size());
+    DevBuf<float> ref(static_cast<size_t>(s.H * mq * nk)), got80(ref.size()), got90(ref.size());
     int64_t slots = 0;
     ASSERT_EQ(PSA_OK, gpu::score_scratch_slots(s.D, &slots));
     const uint64_t scratch_bytes = gpu::score_scratch_bytes(s.H, mq, nk, qs, ks, slots);
@@ -212,10 +232,11 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
     sa.q_count = qs;
     sa.k_count = ks;
     sa.scale = 1.0f / std::sqrt(static_cast<float>(s.D));
-    auto time_ms = [&](float* out, void* scr, uint64_t bytes, int reps) {
+    auto time_ms = [&](float* out, void* scr, uint64_t bytes, int reps, gpu::ScoreKernel kernel) {
       sa.scores = out;
       sa.scratch = scr;
       sa.scratch_bytes = bytes;
+      sa.kernel = kernel;
       EXPECT_EQ(PSA_OK, gpu::block_scores_cuda(sa, nullptr)) << psa_last_error_message();
       std::vector<float> ms;
       for (int r = 0; r < reps; ++r) {
@@ -231,30 +252,37 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
       return ms[ms.size() / 2];
     };
     const int reps = s.H * s.L > 1000000 ? 3 : 7;
-    const float old_ms = time_ms(ref.get(), nullptr, 0, reps);
-    const float new_ms = time_ms(got.get(), scratch.get(), scratch_bytes, 2 * reps + 1);
-    std::string extra;
-    if (s.D == 64) {  // d64 at one CTA per SM (same kernel, half the slots), for comparison
-      char b[64];
-      std::snprintf(b, sizeof(b), ", %.3f ms at %lld slots", time_ms(got.get(), scratch.get(), scratch_bytes / 2, 2 * reps + 1),
-                    static_cast<long long>(slots / 2));
-      extra = b;
-      time_ms(got.get(), scratch.get(), scratch_bytes, 1);
-    }
+    const float old_ms = time_ms(ref.get(), nullptr, 0, reps, gpu::ScoreKernel::kSm80);
+    const float ms80 = time_ms(got80.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm80);
+    const float ms90 =
+        sm90 ? time_ms(got90.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm90) : 0.0f;
     PSA_CUDA_OK(cudaDeviceSynchronize());
-    const std::vector<float> a = ref.download(), g = got.download();
-    int64_t same = 0;
-    double max_rel = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      same += a[i] == g[i];
-      const double rel = std::fabs(static_cast<double>(g[i]) - a[i]) / std::max(1e-30, static_cast<double>(std::fabs(a[i])));
-      if (!(rel <= max_rel)) max_rel = rel;
-    }
+    const std::vector<float> a = ref.download();
     const double flop = 2.0 * s.H * static_cast<double>(mq * qs) * static_cast<double>(nk * ks) * s.D;
-    std::printf("[importance timing] %-10s per-block %8.3f ms | gemm %7.3f ms (%.0f TFLOP/s, %lld slots, "
-                "scratch %.1f MB%s) | %.2fx | %lld/%zu identical, max rel %.3g\n",
-                s.name, old_ms, new_ms, flop / new_ms * 1e-9, static_cast<long long>(slots), scratch_bytes / 1e6,
-                extra.c_str(), old_ms / new_ms, static_cast<long long>(same), a.size(), max_rel);
+    double max_rel = 0;
+    auto compare = [&](const DevBuf<float>& got, int64_t* same) {
+      const std::vector<float> g = got.download();
+      *same = 0;
+      double rel_max = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        *same += a[i] == g[i];
+        const double rel = std::fabs(static_cast<double>(g[i]) - a[i]) / std::max(1e-30, static_cast<double>(std::fabs(a[i])));
+        if (!(rel <= rel_max)) rel_max = rel;
+      }
+      if (!(rel_max <= max_rel)) max_rel = rel_max;
+      return rel_max;
+    };
+    int64_t same80 = 0, same90 = 0;
+    const double rel80 = compare(got80, &same80);
+    std::printf("[importance timing] %-10s per-block %8.3f ms | sm80 %7.3f ms (%.0f TFLOP/s) %lld/%zu identical, "
+                "max rel %.3g",
+                s.name, old_ms, ms80, flop / ms80 * 1e-9, static_cast<long long>(same80), a.size(), rel80);
+    if (sm90) {
+      const double rel90 = compare(got90, &same90);
+      std::printf(" | sm90 %7.3f ms (%.0f TFLOP/s) %lld/%zu identical, max rel %.3g | sm80/sm90 %.2fx", ms90,
+                  flop / ms90 * 1e-9, static_cast<long long>(same90), a.size(), rel90, ms80 / ms90);
+    }
+    std::printf(" | %lld slots, scratch %.1f MB\n", static_cast<long long>(slots), scratch_bytes / 1e6);
     EXPECT_LE(max_rel, 2e-4) << s.name;
   }
   cudaEventDestroy(e0);

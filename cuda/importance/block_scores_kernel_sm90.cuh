@@ -1,0 +1,351 @@
+// cuda/importance/block_scores_kernel_sm90.cuh -- importance stage, kernel + launcher templates of
+// the GEMM-shaped score path for Hopper (sm_90a): the meaning, tiles and scratch of the sm80
+// kernel (block_scores_kernel_sm80.cuh), with S = Qs Ks^T by wgmma and the sampled keys loaded by
+// TMA. Included by block_scores_sm90.cu only. Must not define its own sampling or scoring rule.
+//
+// One CTA = 256 sampled query rows (whole query blocks), persistent over (b, h, row tile):
+//   warpgroup 0 (producer, one working warp): streams the sampled keys of the (b, kv head)
+//     through a ring of 128-key shared-memory stages. The keys go sample-major: a stage holds
+//     in-block offsets c, c+1 of 64 consecutive key blocks, and the keys of one offset over
+//     consecutive blocks are rows block_n apart, so one 5-d TMA box (64 columns x 1 offset x
+//     64 blocks) fetches them: no gather pass, no per-row copies;
+//   warpgroups 1, 2 (consumers, 128 rows each as two m64 halves): S = Q K^T by wgmma
+//     m64n128k16 (Q and K both from 128-byte-swizzled shared memory), two accumulators so half
+//     1's product runs while half 0 is folded. The block maximum is then an
+//     elementwise fmax of S into a register tile M[64 rows][64 blocks] (column 8i + 2tq + e of
+//     S is block 8(i mod 8) + 2tq + e of offset c + i/8): no shuffles, no per-tile stores. After
+//     the last offset of a chunk, a = scale * M goes to the scratch slot and the row maxima.
+//     After the sweep: finish_tile (block_scores_finish.cuh); then the next tile's query rows
+//     are gathered by cp.async.
+// The last chunk packs 128/W offsets of W = 8/16/32/64 blocks (the fewest that cover it) into a
+// stage; the block past the last full one (replicate padding: clamped tokens, which TMA cannot
+// express) is a stage of its own, gathered by cp.async, whose 128 columns all belong to it.
+// fp32 dot order: wgmma accumulates over the head dim in k16 steps like mma.sync; the order inside
+// a step is the hardware's and undocumented. Measured on the H100, every score of the tests and
+// of the standard shapes was bit-identical to the sm80 kernel's; the tests allow last-bit drift.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cuda.h>  // CUtensorMap (encoded through the runtime's driver entry point)
+
+#include <cstdint>
+
+#include "cuda/core/device.cuh"
+#include "cuda/importance/async_ops_sm90.cuh"
+#include "cuda/importance/block_scores_finish.cuh"
+#include "cuda/importance/block_scores_gemm.h"
+#include "cuda/importance/score_scratch.h"
+#include "importance/importance_spec.h"
+
+namespace psa {
+namespace gpu {
+namespace score_gemm {
+
+// d128: Q 64 KB + 4 stages x 32 KB = 192 KB; d64: Q 32 KB + 8 stages x 16 KB = 160 KB; one CTA
+// per SM either way. Consumers hold two S accumulators (2 x 64 fp32) and M (2 halves x 32).
+template <int D>
+struct Sm90ScoreTraits {
+  static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  static constexpr int kRows = static_cast<int>(kScoreTileRows);
+  static constexpr int kThreads = 384;          // producer warpgroup + 2 consumer warpgroups
+  static constexpr int kConsumers = 256;
+  static constexpr int kKeys = 128;             // keys per stage = wgmma N
+  static constexpr int kChunk = 64;             // key blocks per chunk (M columns)
+  static constexpr int kStages = D == 64 ? 8 : 4;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;     // 128 * 40 + 256 * 232 = 64512 <= 65536
+  static constexpr int kChunks16 = D / 8;       // 16-byte chunks per row
+  static constexpr size_t kQBytes = size_t{2} * kRows * D;
+  static constexpr size_t kStageBytes = size_t{2} * kKeys * D;
+  static constexpr size_t kOffQ = 0;
+  static constexpr size_t kOffK = kOffQ + kQBytes;
+  static constexpr size_t kOffQo = kOffK + kStages * kStageBytes;
+  static constexpr size_t kOffM = kOffQo + sizeof(int32_t) * 128;
+  static constexpr size_t kOffTot = kOffM + sizeof(float) * kRows;
+  static constexpr size_t kOffBar = kOffTot + sizeof(double) * kRows;
+  static constexpr int kBars = 2 * kStages;     // full, empty
+  // +1024: the dynamic shared window is rounded up to the 1024-byte swizzle atom.
+  static constexpr size_t kSmem = kOffBar + sizeof(uint64_t) * kBars + 1024;
+  static_assert(kRows == 2 * 128, "two consumer warpgroups of 2 x 64 rows");
+  static_assert(kKeys == 2 * kChunk, "a full-chunk stage holds two offsets");
+  static_assert(kOffK % 1024 == 0 && kStageBytes % 1024 == 0, "swizzle atoms start on 1024 bytes");
+  static_assert(kOffTot % 8 == 0 && kOffBar % 8 == 0, "doubles and mbarriers are 8-byte aligned");
+  static_assert(kSmem <= 227 * 1024, "fits the sm90 shared-memory opt-in");
+};
+
+// Order of the stages of one CTA tile (the same for every tile): the tail block's stage when
+// len_k % block_n != 0, then per chunk of 64 full key blocks ceil(k_count / 2) stages; the last
+// chunk has width 64 >> w_last and ceil(k_count / (2 << w_last)) stages.
+struct Sm90Schedule {
+  int32_t has_tail;  // 0 or 1
+  int32_t nch;       // chunks of full key blocks (ceil(nk_full / 64))
+  int32_t ntf;       // stages per chunk of width 64
+  int32_t w_last;    // 0..3
+  int32_t nt_last;   // stages of the last chunk
+  int32_t total;
+};
+
+// Kernel parameters: the sm80 block plus the K tensor maps. kmap[w]: K as [B][Hkv][nk_full]
+// [block_n][D] (full key blocks only), boxes of 64 columns x 1 offset x (64 >> w) blocks,
+// 128-byte swizzle, zero fill past nk_full.
+struct Sm90ScoreParams {
+  GemmScoreParams g;
+  CUtensorMap kmap[4];
+  int32_t k_count;
+  int32_t nk_full;
+  Sm90Schedule sched;
+};
+
+// Stage k of a CTA tile: w = log2(64 / W) (4: the tail block), first block j0, index v within its
+// chunk, and whether it is the chunk's last (M is complete after it).
+struct Sm90Stage {
+  int w, j0, v;
+  bool last;
+};
+__device__ __forceinline__ Sm90Stage sm90_stage(const Sm90Schedule& s, int k) {
+  if (s.has_tail) {
+    if (k == 0) return {4, 0, 0, true};
+    --k;
+  }
+  const int ch = k / s.ntf;
+  if (ch < s.nch - 1) {
+    const int v = k - ch * s.ntf;
+    return {0, ch * 64, v, v == s.ntf - 1};
+  }
+  const int v = k - (s.nch - 1) * s.ntf;
+  return {s.w_last, (s.nch - 1) * 64, v, v == s.nt_last - 1};
+}
+
+// M[i*4+e] (block 8i + 2tq + (e&1), row g + 8(e>>1)) = max(M, S at the same block for each of the
+// 128/W offsets in the stage). fmaxf skips NaN dots as the CPU's std::max(best, dot) does.
+template <int W>
+__device__ __forceinline__ void fold_block_max(const float (&acc)[64], float (&m)[32]) {
+  constexpr int kN = W / 8, kSpt = 128 / W;
+#pragma unroll
+  for (int i = 0; i < kN; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = m[i * 4 + e];
+#pragma unroll
+      for (int u = 0; u < kSpt; u += 2) x = fmaxf(x, fmaxf(acc[(u * kN + i) * 4 + e], acc[((u + 1) * kN + i) * 4 + e]));
+      m[i * 4 + e] = x;
+    }
+}
+
+// a = scale * M (rounded alone, as the CPU) for the chunk's blocks j < j_end: into the scratch
+// slot (row `row` = this thread's row g of its m64 half) and the row maxima; M restarts at -inf.
+__device__ __forceinline__ void flush_block_max(float (&m)[32], float (&rm)[2], float* scratch, int row, int j0,
+                                                int j_end, int tq, float scale) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int j = j0 + i * 8 + tq * 2 + (e & 1);
+      if (j < j_end) {
+        const float a = __fmul_rn(scale, m[i * 4 + e]);
+        rm[e >> 1] = fmaxf(rm[e >> 1], a);
+        scratch[static_cast<int64_t>(j) * kScoreTileRows + row + (e >> 1) * 8] = a;
+      }
+      m[i * 4 + e] = -INFINITY;
+    }
+}
+
+// The tail block's stage: every column is a sample of block j, so the block max is the row max
+// of S (within the thread, then over the quad).
+__device__ __forceinline__ void tail_block_max(const float (&acc)[64], float (&rm)[2], float* scratch, int row,
+                                               int j, int tq, float scale) {
+  float x[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    x[0] = fmaxf(x[0], fmaxf(acc[i * 4], acc[i * 4 + 1]));
+    x[1] = fmaxf(x[1], fmaxf(acc[i * 4 + 2], acc[i * 4 + 3]));
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    x[r] = fmaxf(x[r], __shfl_xor_sync(0xffffffffu, x[r], 1));
+    x[r] = fmaxf(x[r], __shfl_xor_sync(0xffffffffu, x[r], 2));
+    const float a = __fmul_rn(scale, x[r]);
+    rm[r] = fmaxf(rm[r], a);
+    if (tq == 0) scratch[static_cast<int64_t>(j) * kScoreTileRows + row + r * 8] = a;
+  }
+}
+
+// Folds a finished accumulator of stage `st` into M (and flushes M after the chunk's last stage).
+__device__ __forceinline__ void fold_stage(const Sm90Stage& st, const float (&acc)[64], float (&m)[32], float (&rm)[2],
+                                           float* scratch, int row, int nk_full, int tq, float scale) {
+  switch (st.w) {
+    case 0: fold_block_max<64>(acc, m); break;
+    case 1: fold_block_max<32>(acc, m); break;
+    case 2: fold_block_max<16>(acc, m); break;
+    case 3: fold_block_max<8>(acc, m); break;
+    default: tail_block_max(acc, rm, scratch, row, nk_full, tq, scale); return;
+  }
+  if (st.last) flush_block_max(m, rm, scratch, row, st.j0, min(st.j0 + 64, nk_full), tq, scale);
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_constant__ Sm90ScoreParams sp) {
+#ifdef PSA_SCORE_SM90_DEVICE
+  using namespace score_sm90;
+  using Tr = Sm90ScoreTraits<D>;
+  constexpr int S = Tr::kStages, NC = Tr::kChunks16, kRows = Tr::kRows;
+  const GemmScoreParams& p = sp.g;
+  const Sm90Schedule& sch = sp.sched;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  T* sQ = reinterpret_cast<T*>(smem + Tr::kOffQ);  // [D/64][256][64] swizzled
+  T* sK = reinterpret_cast<T*>(smem + Tr::kOffK);  // [S][D/64][128][64] swizzled
+  int32_t* s_qo = reinterpret_cast<int32_t*>(smem + Tr::kOffQo);
+  float* s_m = reinterpret_cast<float*>(smem + Tr::kOffM);
+  double* s_tot = reinterpret_cast<double*>(smem + Tr::kOffTot);
+  const uint32_t bar0 = smem_addr(smem + Tr::kOffBar);
+  auto bar_full = [&](int s) { return bar0 + 8u * s; };        // stage landed
+  auto bar_empty = [&](int s) { return bar0 + 8u * (S + s); };  // stage read by all 8 consumer warps
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
+  const int kc = sp.k_count;
+  float* scratch = p.scratch + static_cast<int64_t>(blockIdx.x) * p.nk * kRows;
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(bar_full(s), 1);   // producer lane 0 (+ TMA bytes)
+      mbar_init(bar_empty(s), 8);  // one arrival per consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ================================ producer ================================
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegs));
+    if (warp != 0) return;
+    uint32_t it = 0;
+    for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+      const int64_t bh = tile / p.row_tiles;
+      const int64_t b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
+      const int32_t* ko = p.k_off + bh * kc;
+      for (int k = 0; k < sch.total; ++k, ++it) {
+        const int s = static_cast<int>(it % S);
+        if (it >= S) mbar_wait(bar_empty(s), ((it / S) - 1) & 1);
+        const Sm90Stage st = sm90_stage(sch, k);
+        if (st.w == 4) {
+          // Tail block: row r = sample min(r, kc - 1) (repeats do not change a maximum).
+          const T* kb = static_cast<const T*>(p.k) + (b * (p.heads_q / p.group) + hk) * p.len_k * D;
+          T* dk = sK + s * (Tr::kStageBytes / 2);
+          for (int c = lane; c < Tr::kKeys * NC; c += 32) {
+            const int r = c / NC, cc = c % NC;
+            const int64_t tok = sampled_token(p.nk - 1, p.block_n, ko[min(r, kc - 1)], p.len_k);
+            cp_async_16(dk + tile_off<Tr::kKeys>(r, cc), kb + tok * D + cc * 8, true);
+          }
+          cp_async_commit();
+          cp_async_wait<0>();
+          fence_proxy_async();
+          __syncwarp();
+          if (lane == 0) mbar_arrive(bar_full(s));
+        } else if (lane == 0) {
+          const int W = 64 >> st.w, spt = 128 / W;
+          const uint32_t dst = smem_addr(sK) + static_cast<uint32_t>(s * Tr::kStageBytes);
+          mbar_arrive_expect_tx(bar_full(s), static_cast<uint32_t>(Tr::kStageBytes));
+          for (int u = 0; u < spt; ++u) {
+            const int off = ko[min(st.v * spt + u, kc - 1)];
+#pragma unroll
+            for (int pn = 0; pn < D / 64; ++pn)
+              tma_load_5d(dst + pn * (Tr::kKeys * 128) + u * W * 128, &sp.kmap[st.w], bar_full(s), pn * 64, off,
+                          st.j0, static_cast<int>(hk), static_cast<int>(b));
+          }
+        }
+        __syncwarp();
+      }
+    }
+    return;
+  }
+
+  // ================================ consumers ================================
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tr::kConsumerRegs));
+  const int cw = wg - 1, ct = tid - 128;  // consumer warpgroup (rows 128 cw ..), thread 0..255
+  const int g = lane >> 2, tq = lane & 3;
+  const int row0 = cw * 128 + (warp & 3) * 16 + g;  // this thread's row g in half 0 (+64: half 1)
+  const uint32_t q_addr = smem_addr(sQ) + cw * 128 * 128;
+  const uint32_t k_addr = smem_addr(sK);
+  const int nqb = kRows >> p.q_shift;
+  const int nk_full = sp.nk_full;
+  auto sync_consumers = [] { named_bar_sync(1, 256); };
+
+  // S_half = Q_half K_s^T: 8 k16 steps (d128) over 128-byte-swizzled panels of 64 columns.
+  auto issue = [&](float(&acc)[64], int s, int half) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint64_t da = sw128_desc(q_addr + (kk >> 2) * (kRows * 128) + half * 64 * 128 + (kk & 3) * 32, 16, 1024);
+      const uint64_t db = sw128_desc(
+          k_addr + static_cast<uint32_t>(s * Tr::kStageBytes) + (kk >> 2) * (Tr::kKeys * 128) + (kk & 3) * 32, 16,
+          1024);
+      sm90::Wgmma<T, 128>::ss(acc, da, db, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  };
+
+  float sa[64], sb[64], m0[32], m1[32];
+  uint32_t it = 0;
+  for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+    const int64_t bh = tile / p.row_tiles, rt = tile % p.row_tiles;
+    const T* q = static_cast<const T*>(p.q) + bh * p.len_q * D;
+    if (ct < p.q_count) s_qo[ct] = p.q_off[bh * p.q_count + ct];
+    sync_consumers();
+    // Sampled query rows: row r is sample (r mod q_count) of block rt*nqb + r/q_count.
+    for (int c = ct; c < kRows * NC; c += Tr::kConsumers) {
+      const int r = c / NC, cc = c % NC;
+      const int64_t i = rt * nqb + (r >> p.q_shift);
+      const bool valid = i < p.mq;
+      const int64_t tok = valid ? sampled_token(i, p.block_m, s_qo[r & (p.q_count - 1)], p.len_q) : 0;
+      cp_async_16(sQ + tile_off<kRows>(r, cc), q + tok * D + cc * 8, valid);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async();
+    sync_consumers();
+
+    float rm[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
+#pragma unroll
+    for (int i = 0; i < 32; ++i) m0[i] = m1[i] = -INFINITY;
+    // Per stage: both halves' products are issued, then half 0 is folded while half 1 runs. Each
+    // stage ends with nothing in flight (an accumulator kept in flight across the loop's back
+    // edge made ptxas serialise every wgmma, C7514); while this warpgroup folds half 1, the
+    // other warpgroup's products keep the tensor cores busy.
+    for (int k = 0; k < sch.total; ++k, ++it) {
+      const int s = static_cast<int>(it % S);
+      const Sm90Stage st = sm90_stage(sch, k);
+      mbar_wait(bar_full(s), (it / S) & 1);
+      fence_regs(sa);
+      fence_regs(sb);
+      issue(sa, s, 0);
+      issue(sb, s, 1);
+      wgmma_wait<1>();  // half 0 done; half 1 runs
+      fence_regs(sa);
+      fold_stage(st, sa, m0, rm[0], scratch, row0, nk_full, tq, p.scale);
+      wgmma_wait<0>();
+      fence_regs(sb);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_empty(s));  // the stage is no longer read
+      fold_stage(st, sb, m1, rm[1], scratch, row0 + 64, nk_full, tq, p.scale);
+    }
+    // Row maxima over the quad (each lane saw 2 of every 8 columns).
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float x = rm[hh][r];
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+        if (tq == 0) s_m[row0 + hh * 64 + r * 8] = x;
+      }
+    sync_consumers();  // s_m and the scratch slot are complete
+    finish_tile<Tr::kConsumers>(p, scratch, s_m, s_tot, bh, rt, ct, sync_consumers);
+    sync_consumers();  // s_qo/s_m/s_tot, the scratch slot and sQ are reused
+  }
+#endif  // PSA_SCORE_SM90_DEVICE
+}
+
+}  // namespace score_gemm
+}  // namespace gpu
+}  // namespace psa

@@ -1,0 +1,141 @@
+// cuda/importance/block_scores_sm90.cu -- importance stage, launcher layer of the Hopper score
+// kernel (block_scores_kernel_sm90.cuh): K tensor maps, stage schedule, launch, and the
+// availability query. The kernel bodies exist only in the sm_90a pass of this file; the sm_80
+// pass compiles empty kernels that score_sm90_available() keeps from ever being launched.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/importance/block_scores_kernel_sm90.cuh"
+#include "cuda/importance/importance_cuda.h"
+
+namespace psa {
+namespace gpu {
+namespace score_gemm {
+namespace {
+
+// cuTensorMapEncodeTiled through the runtime (no link against libcuda); NULL if the driver lacks it.
+using TensorMapEncodeFn = decltype(&cuTensorMapEncodeTiled);
+TensorMapEncodeFn tensor_map_encoder() {
+  static TensorMapEncodeFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<TensorMapEncodeFn>(f);
+  }();
+  return fn;
+}
+
+// K [B][Hkv][len_k][D] seen as [B][Hkv][nk_full][block_n][D]: coordinate (column, in-block
+// offset, block, kv head, batch); boxes of 64 columns x 1 offset x `blocks` blocks. Rows of the
+// partial last block are not part of the view (TMA cannot clamp them). False when TMA cannot
+// describe it.
+bool encode_k_map(CUtensorMap* m, bool f16, const void* k, int64_t batch, int64_t heads_kv, int64_t len_k, int64_t d,
+                  int64_t block_n, int64_t nk_full, int blocks) {
+  TensorMapEncodeFn enc = tensor_map_encoder();
+  if (enc == nullptr || nk_full < 1 || nk_full > INT32_MAX || heads_kv > INT32_MAX || batch > INT32_MAX ||
+      reinterpret_cast<uintptr_t>(k) % 16 != 0)
+    return false;
+  const cuuint64_t dims[5] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(block_n),
+                              static_cast<cuuint64_t>(nk_full), static_cast<cuuint64_t>(heads_kv),
+                              static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[4] = {static_cast<cuuint64_t>(d * 2), static_cast<cuuint64_t>(block_n * d * 2),
+                                 static_cast<cuuint64_t>(len_k * d * 2),
+                                 static_cast<cuuint64_t>(heads_kv * len_k * d * 2)};
+  const cuuint32_t box[5] = {64, 1, static_cast<cuuint32_t>(blocks), 1, 1};
+  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+  // d128 rows are 256 bytes (two 64-column boxes): promote to 256 B so the second box hits L2.
+  const CUtensorMapL2promotion promo = d == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  return enc(m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 5, const_cast<void*>(k), dims,
+             strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promo,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// Stage order of every CTA tile (see Sm90Schedule): the last chunk takes the narrowest width in
+// 8/16/32/64 that covers its blocks, so at most 7 of its blocks are padding (CogVideoX: 138 full
+// blocks = 64 + 64 + 10 -> the last chunk is 16 wide: 16 offsets x 8 per stage, not 64 x 2).
+Sm90Schedule make_schedule(int64_t nk, int64_t nk_full, int32_t kc) {
+  Sm90Schedule s{};
+  s.has_tail = nk > nk_full ? 1 : 0;
+  s.nch = static_cast<int32_t>((nk_full + 63) / 64);
+  s.ntf = (kc + 1) / 2;
+  if (s.nch > 0) {
+    const int64_t rem = nk_full - static_cast<int64_t>(s.nch - 1) * 64;  // 1..64
+    s.w_last = rem > 32 ? 0 : rem > 16 ? 1 : rem > 8 ? 2 : 3;
+    const int32_t spt = 2 << s.w_last;
+    s.nt_last = (kc + spt - 1) / spt;
+    s.total = s.has_tail + (s.nch - 1) * s.ntf + s.nt_last;
+  } else {
+    s.total = s.has_tail;
+  }
+  return s;
+}
+
+template <typename T, int D>
+cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t slots, cudaStream_t stream) {
+  using Tr = Sm90ScoreTraits<D>;
+  Sm90ScoreParams sp{};
+  sp.g = p;
+  sp.k_count = a.k_count;
+  const int64_t nk_full = a.len_k / a.block_n;
+  if (nk_full > INT32_MAX / 2) return cudaErrorNotSupported;
+  sp.nk_full = static_cast<int32_t>(nk_full);
+  sp.sched = make_schedule(p.nk, nk_full, a.k_count);
+  if (nk_full > 0) {
+    for (int w = 0; w < 4; ++w)
+      if (!encode_k_map(&sp.kmap[w], std::is_same<T, __half>::value, a.k, a.batch, a.heads_kv, a.len_k, D, a.block_n,
+                        nk_full, 64 >> w))
+        return cudaErrorNotSupported;
+  }
+  auto kernel = block_scores_sm90_kernel<T, D>;
+  int dev = 0, sms = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tr::kSmem));
+  if (e != cudaSuccess) return e;
+  const int64_t grid = std::min(std::min(p.tiles, slots), static_cast<int64_t>(sms));
+  kernel<<<static_cast<unsigned>(grid), Tr::kThreads, Tr::kSmem, stream>>>(sp);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_scores_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t slots, cudaStream_t stream) {
+  const bool f16 = a.dtype == PSA_DTYPE_F16;
+  if (a.head_dim == 64) return f16 ? launch_sm90<__half, 64>(p, a, slots, stream)
+                                   : launch_sm90<__nv_bfloat16, 64>(p, a, slots, stream);
+  if (a.head_dim == 128) return f16 ? launch_sm90<__half, 128>(p, a, slots, stream)
+                                    : launch_sm90<__nv_bfloat16, 128>(p, a, slots, stream);
+  return cudaErrorNotSupported;
+}
+
+}  // namespace score_gemm
+
+bool score_sm90_available() {
+  // 0 = not asked yet, 1 = no, 2 = yes; per device ordinal (up to 64 devices).
+  static std::atomic<int> cache[64];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return false;
+  if (dev < 64) {
+    const int c = cache[dev].load(std::memory_order_relaxed);
+    if (c != 0) return c == 2;
+  }
+  int major = 0;
+  bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9;
+  if (ok) {
+    // binaryVersion is the SASS the driver picked for this device: 90 only when the sm_90a image
+    // is in the binary (a PTX/JIT or sm_80 image would run the empty body).
+    cudaFuncAttributes attr{};
+    ok = cudaFuncGetAttributes(&attr, score_gemm::block_scores_sm90_kernel<__nv_bfloat16, 128>) == cudaSuccess &&
+         attr.binaryVersion == 90;
+  }
+  if (dev < 64) cache[dev].store(ok ? 2 : 1, std::memory_order_relaxed);
+  return ok;
+}
+
+}  // namespace gpu
+}  // namespace psa
