@@ -216,9 +216,14 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     }
     *s_total = sum;
     for (int s = 0; s < S; ++s) {
-      mbar_init(bar_k(s), 1);  // producer lane 0 (token list + expected bytes), then TMA bytes
+      // K landed: every producer lane (each releases its own token-list writes; lane 0 also
+      // sets the expected bytes), then the TMA bytes. V landed: lane 0 + bytes. K free: every
+      // consumer thread (each releases its own reads of the token list). V free: one arrival
+      // per consumer warp. Per-thread arrivals where shared data is handed over keep
+      // compute-sanitizer racecheck able to see the ordering.
+      mbar_init(bar_k(s), 32);
       mbar_init(bar_v(s), 1);
-      mbar_init(bar_ek(s), 8);   // one arrival per consumer warp
+      mbar_init(bar_ek(s), 256);
       mbar_init(bar_ev(s), 8);
     }
     mbar_init(bar_q, 1);
@@ -291,7 +296,10 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       if (lane == 0) sFlag[s * 4] = sFlag[s * 4 + 1] = sFlag[s * 4 + 2] = sFlag[s * 4 + 3] = all;
       __syncwarp();
       const uint32_t bytes = static_cast<uint32_t>(loaded) * D * 2;
-      if (lane == 0) mbar_arrive_expect_tx(bar_k(s), bytes);  // releases sTok / sFlag / zeros
+      if (lane == 0)
+        mbar_arrive_expect_tx(bar_k(s), bytes);  // releases sTok / sFlag / zeros
+      else
+        mbar_arrive(bar_k(s));
       const int32_t e0 = w0 / P;  // first entry of the tile in the level's list
       for (int e = lane; e < entries; e += 32) {
         const int row0 = p.dense ? (w0 + e * P) : wl[woff[li] + e0 + e] * P;
@@ -441,7 +449,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     wgmma_wait<0>();
     fence_regs(sc);
     softmax(0, alpha);
-    release(bar_ek(0));
+    mbar_arrive(bar_ek(0));  // every thread
     rescale_and_pack(alpha);
     for (int32_t t = 1; t < total; ++t) {
       const int s = t % S, sp = (t - 1) % S;
@@ -454,7 +462,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       wgmma_wait<1>();  // QK^T of tile t done; PV of tile t-1 may still run
       fence_regs(sc);
       softmax(t, alpha);
-      release(bar_ek(s));  // K tile and its token list are no longer read
+      mbar_arrive(bar_ek(s));  // K tile and its token list are no longer read (every thread)
       wgmma_wait<0>();
       fence_regs(o);
       fence_regs(pf);
