@@ -8,6 +8,7 @@
 
 #include "attention/attention_spec.h"
 #include "cuda/attention/attention_params.h"
+#include "cuda/attention/row_stream.cuh"
 #include "cuda/core/device.cuh"
 
 namespace psa {
@@ -61,31 +62,7 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads, (D == 64 ? 2 : 1)
   __shared__ int32_t ntok[4], tiles[4], woff[4];
   __shared__ int32_t s_total;
   if (tid == 0) {
-    if (p.dense) {
-      int64_t lim = p.len_k;
-      if (p.causal) {
-        const int64_t xl = (x0 + BM < p.len_q ? x0 + BM : p.len_q) - 1;
-        lim = xl + offset + 1 < lim ? xl + offset + 1 : lim;
-        if (lim < 0) lim = 0;
-      }
-      ntok[0] = static_cast<int32_t>(lim);
-      ntok[1] = ntok[2] = ntok[3] = 0;
-      woff[0] = woff[1] = woff[2] = woff[3] = 0;
-    } else {
-      int32_t acc = 0;
-      for (int li = 0; li < 4; ++li) {
-        const int32_t c = p.wl_count[row_id * 4 + li];
-        woff[li] = acc;
-        acc += c;
-        ntok[li] = c * static_cast<int32_t>(p.block_n >> li);
-      }
-    }
-    int32_t sum = 0;
-    for (int li = 0; li < 4; ++li) {
-      tiles[li] = (ntok[li] + KT - 1) / KT;
-      sum += tiles[li];
-    }
-    s_total = sum;
+    s_total = plan_row_stream(p, row_id, x0, BM, KT, ntok, tiles, woff);
   }
   __syncthreads();
   const int32_t total = s_total;
@@ -102,15 +79,7 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads, (D == 64 ? 2 : 1)
     }
   }
 
-  auto level_of_tile = [&](int32_t t, int32_t& w0) {
-    int li = 0;
-    while (li < 3 && t >= tiles[li]) {
-      t -= tiles[li];
-      ++li;
-    }
-    w0 = t * KT;
-    return li;
-  };
+  auto level_of_tile = [&](int32_t t, int32_t& w0) { return gpu::level_of_tile(t, tiles, KT, w0); };
 
   // Packed stream position w of level li -> token of that level (-1 past the stream end):
   // entry w / P of the level's list, token w % P of that block (P = block_n / level).

@@ -31,7 +31,7 @@
 #include <cstdint>
 
 #include "cuda/core/device.cuh"
-#include "cuda/importance/async_ops_sm90.cuh"
+#include "cuda/core/sm90.cuh"
 #include "cuda/importance/block_scores_finish.cuh"
 #include "cuda/importance/block_scores_gemm.h"
 #include "cuda/importance/score_scratch.h"
@@ -185,8 +185,8 @@ __device__ __forceinline__ void fold_stage(const Sm90Stage& st, const float (&ac
 
 template <typename T, int D>
 __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_constant__ Sm90ScoreParams sp) {
-#ifdef PSA_SCORE_SM90_DEVICE
-  using namespace score_sm90;
+#ifdef PSA_SM90_DEVICE
+  using namespace sm90;
   using Tr = Sm90ScoreTraits<D>;
   constexpr int S = Tr::kStages, NC = Tr::kChunks16, kRows = Tr::kRows;
   const GemmScoreParams& p = sp.g;
@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
     finish_tile<Tr::kConsumers>(p, scratch, s_m, s_tot, bh, rt, ct, sync_consumers);
     sync_consumers();  // s_qo/s_m/s_tot, the scratch slot and sQ are reused
   }
-#endif  // PSA_SCORE_SM90_DEVICE
+#endif  // PSA_SM90_DEVICE
 }
 
 }  // namespace score_gemm

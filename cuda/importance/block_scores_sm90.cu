@@ -3,7 +3,6 @@
 // availability query. The kernel bodies exist only in the sm_90a pass of this file; the sm_80
 // pass compiles empty kernels that score_sm90_available() keeps from ever being launched.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -15,19 +14,8 @@ namespace gpu {
 namespace score_gemm {
 namespace {
 
-// cuTensorMapEncodeTiled through the runtime (no link against libcuda); NULL if the driver lacks it.
-using TensorMapEncodeFn = decltype(&cuTensorMapEncodeTiled);
-TensorMapEncodeFn tensor_map_encoder() {
-  static TensorMapEncodeFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    return reinterpret_cast<TensorMapEncodeFn>(f);
-  }();
-  return fn;
-}
+using sm90::tensor_map_encoder;
+using sm90::TensorMapEncodeFn;
 
 // K [B][Hkv][len_k][D] seen as [B][Hkv][nk_full][block_n][D]: coordinate (column, in-block
 // offset, block, kv head, batch); boxes of 64 columns x 1 offset x `blocks` blocks. Rows of the
@@ -116,25 +104,8 @@ cudaError_t launch_scores_sm90(const GemmScoreParams& p, const ScoreArgs& a, int
 }  // namespace score_gemm
 
 bool score_sm90_available() {
-  // 0 = not asked yet, 1 = no, 2 = yes; per device ordinal (up to 64 devices).
-  static std::atomic<int> cache[64];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return false;
-  if (dev < 64) {
-    const int c = cache[dev].load(std::memory_order_relaxed);
-    if (c != 0) return c == 2;
-  }
-  int major = 0;
-  bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9;
-  if (ok) {
-    // binaryVersion is the SASS the driver picked for this device: 90 only when the sm_90a image
-    // is in the binary (a PTX/JIT or sm_80 image would run the empty body).
-    cudaFuncAttributes attr{};
-    ok = cudaFuncGetAttributes(&attr, score_gemm::block_scores_sm90_kernel<__nv_bfloat16, 128>) == cudaSuccess &&
-         attr.binaryVersion == 90;
-  }
-  if (dev < 64) cache[dev].store(ok ? 2 : 1, std::memory_order_relaxed);
-  return ok;
+  return sm90::kernel_has_sm90_image(
+      reinterpret_cast<const void*>(score_gemm::block_scores_sm90_kernel<__nv_bfloat16, 128>));
 }
 
 }  // namespace gpu

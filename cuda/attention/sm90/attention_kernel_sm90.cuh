@@ -16,19 +16,16 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
-#include <cuda.h>  // CUtensorMap (encoded through the runtime's driver entry point)
 
 #include <cstdint>
 #include <type_traits>
 
 #include "attention/attention_spec.h"
 #include "cuda/attention/attention_params.h"
+#include "cuda/attention/row_stream.cuh"
 #include "cuda/core/device.cuh"
+#include "cuda/core/sm90.cuh"
 
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define PSA_SM90_DEVICE 1
-#include "cuda/attention/sm90/wgmma_ops.cuh"
-#endif
 
 namespace psa {
 namespace gpu {
@@ -79,79 +76,7 @@ struct Sm90Params {
   int32_t box_rows[4];
 };
 
-// Element offset of (row, 16-byte chunk) in a swizzled [R][D] tile.
-template <int R>
-__device__ __forceinline__ int tile_off(int row, int chunk) {
-  return (chunk >> 3) * (R * 64) + row * 64 + (((chunk & 7) ^ (row & 7)) << 3);
-}
 
-#ifdef PSA_SM90_DEVICE
-// ---- sm_90a primitives -------------------------------------------------------------------
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Arrives on `bar` once every cp.async this thread issued so far has landed (counts as one of
-// the barrier's expected arrivals). The thread itself does not wait.
-__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred P1;\nLAB_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-// Adds `bytes` to the transaction count the current phase waits for, and arrives.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-// TMA: box of `map` at coordinates (c0 innermost .. c3) into shared memory at `dst`;
-// completion counted in bytes on `bar`.
-__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
-                                            int c2, int c3) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-      : "memory");
-}
-// Orders this thread's generic-proxy shared writes before async-proxy reads (wgmma) of
-// threads that synchronise with it afterwards.
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-__device__ __forceinline__ void named_bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Keeps the compiler from moving accesses of an accumulator across wgmma issue/wait.
-template <int N>
-__device__ __forceinline__ void fence_regs(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-template <int N>
-__device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
-}
-// Shared-memory matrix descriptor, 128-byte swizzle (layout type 1). lbo/sbo in bytes.
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
-         (static_cast<uint64_t>(sbo >> 4) << 32) | (uint64_t{1} << 62);
-}
-#endif  // PSA_SM90_DEVICE
 
 template <typename T, int D>
 __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __grid_constant__ Sm90Params sp) {
@@ -190,31 +115,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   const int64_t offset = p.len_k - p.len_q;
 
   if (tid == 0) {
-    if (p.dense) {
-      int64_t lim = p.len_k;
-      if (p.causal) {
-        const int64_t xl = (x0 + BM < p.len_q ? x0 + BM : p.len_q) - 1;
-        lim = xl + offset + 1 < lim ? xl + offset + 1 : lim;
-        if (lim < 0) lim = 0;
-      }
-      ntok[0] = static_cast<int32_t>(lim);
-      ntok[1] = ntok[2] = ntok[3] = 0;
-      woff[0] = woff[1] = woff[2] = woff[3] = 0;
-    } else {
-      int32_t acc = 0;
-      for (int li = 0; li < 4; ++li) {
-        const int32_t c = p.wl_count[row_id * 4 + li];
-        woff[li] = acc;
-        acc += c;
-        ntok[li] = c * static_cast<int32_t>(p.block_n >> li);
-      }
-    }
-    int32_t sum = 0;
-    for (int li = 0; li < 4; ++li) {
-      tiles[li] = (ntok[li] + KT - 1) / KT;
-      sum += tiles[li];
-    }
-    *s_total = sum;
+    *s_total = plan_row_stream(p, row_id, x0, BM, KT, ntok, tiles, woff);
     for (int s = 0; s < S; ++s) {
       // K landed: every producer lane (each releases its own token-list writes; lane 0 also
       // sets the expected bytes), then the TMA bytes. V landed: lane 0 + bytes. K free: every
@@ -227,20 +128,12 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       mbar_init(bar_ev(s), 8);
     }
     mbar_init(bar_q, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    mbar_init_fence();
   }
   __syncthreads();
   const int32_t total = *s_total;
 
-  auto level_of_tile = [&](int32_t t, int32_t& w0) {
-    int li = 0;
-    while (li < 3 && t >= tiles[li]) {
-      t -= tiles[li];
-      ++li;
-    }
-    w0 = t * KT;
-    return li;
-  };
+  auto level_of_tile = [&](int32_t t, int32_t& w0) { return gpu::level_of_tile(t, tiles, KT, w0); };
 
   if (wg == 0) {
     // ================================ producer ================================
@@ -530,21 +423,6 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
 // True when this binary holds the sm_90a kernel for the current device (compiled for 90a and
 // the device is compute capability 9.x); cached per device.
 bool sm90_available();
-
-// cuTensorMapEncodeTiled through the runtime (no link against libcuda); NULL if the driver
-// lacks it.
-using TensorMapEncodeFn = decltype(&cuTensorMapEncodeTiled);
-inline TensorMapEncodeFn tensor_map_encoder() {
-  static TensorMapEncodeFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    return reinterpret_cast<TensorMapEncodeFn>(f);
-  }();
-  return fn;
-}
 
 // One [B, H, rows, D] tensor with element strides (sb, sh, sl) -> a tensor map with boxes of
 // 64 columns x box_rows rows. False when TMA cannot describe it (alignment, stride limits).
