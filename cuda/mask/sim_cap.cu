@@ -42,11 +42,15 @@ __global__ void sim_cap_kernel(SimCapKernelParams p, int64_t pairs) {
     const T* k = static_cast<const T*>(p.k) + head * p.len_k * p.d;
     // Reuse across pairs is ordered by the barriers: `block` and `cosines` are last read
     // before the third, `sim` is next written after the second.
-    for (int64_t e = threadIdx.x; e < p.block_n * p.d; e += blockDim.x) {
-      const int64_t u = e / p.d, c = e % p.d;
+    // Warp w stages rows w, w + warps, ...; lanes walk a row's columns (coalesced, and no
+    // per-element 64-bit division).
+    const int warps = static_cast<int>(blockDim.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+    for (int64_t u = threadIdx.x / 32; u < p.block_n; u += warps) {
       int64_t tok = j * p.block_n + u;
       if (tok > p.len_k - 1) tok = p.len_k - 1;
-      block[u * ld + c] = Elem<T>::to_float(k[tok * p.d + c]);
+      const T* src = k + tok * p.d;
+      float* dst = block + u * ld;
+      for (int64_t c = lane; c < p.d; c += 32) dst[c] = Elem<T>::to_float(src[c]);
     }
     __syncthreads();
     for (int64_t t = threadIdx.x; t < n2 + n4 + n8; t += blockDim.x) {
