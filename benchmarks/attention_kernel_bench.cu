@@ -68,15 +68,6 @@ float time_kernel(bool sm90, const psa::gpu::AttnKernelParams& p, int reps) {
 
 }  // namespace
 
-namespace psa {
-namespace gpu {
-namespace sm90 {
-// The library defines this in attention_sm90.cu; the benchmark launches directly.
-bool sm90_available() { return true; }
-}  // namespace sm90
-}  // namespace gpu
-}  // namespace psa
-
 int main(int argc, char** argv) {
   std::string shapes = "cogvideox,wan13,wan14";
   int reps = 5;

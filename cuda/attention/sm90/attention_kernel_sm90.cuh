@@ -420,10 +420,6 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
 #endif  // PSA_SM90_DEVICE
 }
 
-// True when this binary holds the sm_90a kernel for the current device (compiled for 90a and
-// the device is compute capability 9.x); cached per device.
-bool sm90_available();
-
 // One [B, H, rows, D] tensor with element strides (sb, sh, sl) -> a tensor map with boxes of
 // 64 columns x box_rows rows. False when TMA cannot describe it (alignment, stride limits).
 inline bool encode_map(CUtensorMap* m, bool f16, const void* base, int64_t batch, int64_t heads, int64_t rows,
