@@ -1,9 +1,16 @@
 // benchmarks/attention_kernel_bench.cu -- the attention kernels alone (no library, no plan):
 // dense attention with the sm80 kernel and the Hopper kernel on the standard shapes, bf16,
 // batch 1, CUDA events, median of reps. Used to iterate on cuda/attention/ kernels without
-// the rest of the pipeline. Prints one line per (shape, kernel): ms and TFLOP/s (4*H*L^2*D).
+// the rest of the pipeline. Prints one line per (shape, kernel, density): ms and effective
+// TFLOP/s (4*H*L^2*D*density).
 //
-// Usage: attention_kernel_bench [--shapes cogvideox,wan13,wan14] [--reps N]
+// Usage: attention_kernel_bench [--shapes cogvideox,wan13,wan14] [--reps N] [--densities LIST]
+//                               [--rows-grid]
+//   LIST: comma-separated; "dense" = the dense path; a number d in (0, 1] = a work list that
+//   keeps round(d * nk) level-1 key blocks per query block (random, ascending; seed fixed), so
+//   "1" is the dense work through the sparse path. Sparse lines run the Hopper kernel only.
+//   --rows-grid: also time the Hopper kernel with one CTA per query block instead of the
+//   persistent grid (line tag "sm90r").
 // (the sm90 line only on compute capability 9.x; the binary must hold sm_90a code)
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -12,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -44,8 +52,24 @@ struct Shape {
   int64_t heads, len, d;
 };
 
+// Hopper kernel with an explicit grid (one CTA per query block when `rows_grid`; the library's
+// launcher runs one persistent CTA per SM).
 template <int D>
-float time_kernel(bool sm90, const psa::gpu::AttnKernelParams& p, int reps) {
+cudaError_t launch_sm90(const psa::gpu::AttnKernelParams& p, bool rows_grid) {
+  if (!rows_grid) return psa::gpu::sm90::launch_sparse_attention_sm90<__nv_bfloat16, D>(p, 1, nullptr);
+  using Tr = psa::gpu::sm90::Traits<D>;
+  psa::gpu::sm90::Sm90Params sp;
+  if (!psa::gpu::sm90::make_sm90_params(p, false, D, 1, &sp)) return cudaErrorNotSupported;
+  cudaError_t e = cudaFuncSetAttribute(psa::gpu::sm90::sparse_attention_sm90_kernel<__nv_bfloat16, D>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tr::kSmemBytes));
+  if (e != cudaSuccess) return e;
+  psa::gpu::sm90::sparse_attention_sm90_kernel<__nv_bfloat16, D>
+      <<<static_cast<unsigned>(p.mq * p.heads_q), Tr::kThreads, Tr::kSmemBytes>>>(sp);
+  return cudaGetLastError();
+}
+
+template <int D>
+float time_kernel(bool sm90, const psa::gpu::AttnKernelParams& p, int reps, bool rows_grid = false) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
@@ -53,7 +77,7 @@ float time_kernel(bool sm90, const psa::gpu::AttnKernelParams& p, int reps) {
   for (int r = 0; r < reps + 2; ++r) {
     CK(cudaEventRecord(a));
     if (sm90)
-      CK((psa::gpu::sm90::launch_sparse_attention_sm90<__nv_bfloat16, D>(p, 1, nullptr)));
+      CK(launch_sm90<D>(p, rows_grid));
     else
       CK((psa::gpu::launch_sparse_attention<__nv_bfloat16, D, 128>(p, 1, nullptr)));
     CK(cudaEventRecord(b));
@@ -69,11 +93,14 @@ float time_kernel(bool sm90, const psa::gpu::AttnKernelParams& p, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string shapes = "cogvideox,wan13,wan14";
+  std::string shapes = "cogvideox,wan13,wan14", densities = "dense";
   int reps = 5;
+  bool rows_grid = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--densities") && i + 1 < argc) densities = argv[++i];
+    else if (!std::strcmp(argv[i], "--rows-grid")) rows_grid = true;
   }
   const Shape all[] = {{"cogvideox", 48, 17776, 64}, {"wan13", 12, 32760, 128}, {"wan14", 40, 75600, 128}};
   cudaDeviceProp prop{};
@@ -114,12 +141,49 @@ int main(int argc, char** argv) {
     p.nk = (s.len + 127) / 128;
     p.mq = (s.len + 127) / 128;
     p.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
-    p.dense = 1;
     const double flop = 4.0 * s.heads * static_cast<double>(s.len) * s.len * s.d;
-    for (int sm90 = 0; sm90 < (prop.major == 9 ? 2 : 1); ++sm90) {
-      const float ms = s.d == 64 ? time_kernel<64>(sm90, p, reps) : time_kernel<128>(sm90, p, reps);
-      std::printf("%-10s %-5s dense %9.3f ms %7.1f TFLOP/s\n", s.name, sm90 ? "sm90" : "sm80", ms,
-                  flop / (ms * 1e-3) / 1e12);
+    size_t pos = 0;
+    while (pos <= densities.size()) {
+      size_t end = densities.find(',', pos);
+      if (end == std::string::npos) end = densities.size();
+      const std::string item = densities.substr(pos, end - pos);
+      pos = end + 1;
+      if (item.empty()) continue;
+      int32_t *wl = nullptr, *wc = nullptr;
+      double dens = 1.0;
+      if (item == "dense") {
+        p.dense = 1;
+        p.wl_blocks = p.wl_count = nullptr;
+      } else {
+        const int64_t rows = s.heads * p.mq;
+        const int keep = std::max<int>(1, static_cast<int>(std::lround(std::atof(item.c_str()) * p.nk)));
+        std::vector<int32_t> blocks(static_cast<size_t>(rows * p.nk), 0), count(static_cast<size_t>(rows * 4), 0);
+        std::mt19937 rng(7);
+        std::vector<int32_t> perm(static_cast<size_t>(p.nk));
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < p.nk; ++j) perm[j] = static_cast<int32_t>(j);
+          std::shuffle(perm.begin(), perm.end(), rng);
+          std::sort(perm.begin(), perm.begin() + keep);
+          std::copy(perm.begin(), perm.begin() + keep, blocks.begin() + r * p.nk);
+          count[r * 4] = keep;
+        }
+        CK(cudaMalloc(&wl, blocks.size() * 4));
+        CK(cudaMalloc(&wc, count.size() * 4));
+        CK(cudaMemcpy(wl, blocks.data(), blocks.size() * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(wc, count.data(), count.size() * 4, cudaMemcpyHostToDevice));
+        p.dense = 0;
+        p.wl_blocks = wl;
+        p.wl_count = wc;
+        dens = static_cast<double>(keep) / p.nk;
+      }
+      for (int k = (p.dense ? 0 : 1); k < (prop.major == 9 ? (rows_grid ? 3 : 2) : 1); ++k) {
+        const bool sm90 = k > 0, rg = k == 2;
+        const float ms = s.d == 64 ? time_kernel<64>(sm90, p, reps, rg) : time_kernel<128>(sm90, p, reps, rg);
+        std::printf("%-10s %-5s %-6s density %.3f %9.3f ms %7.1f TFLOP/s\n", s.name,
+                    rg ? "sm90r" : sm90 ? "sm90" : "sm80", item.c_str(), dens, ms, flop * dens / (ms * 1e-3) / 1e12);
+      }
+      if (wl != nullptr) CK(cudaFree(wl));
+      if (wc != nullptr) CK(cudaFree(wc));
     }
     CK(cudaFree(q));
     CK(cudaFree(k));

@@ -96,6 +96,7 @@ psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
   p.scale = a.scale;
   p.causal = a.causal ? 1 : 0;
   p.dense = a.dense ? 1 : 0;
+  p.max_ctas = a.max_ctas > 0 ? a.max_ctas : 0;
   if (a.batch == 0 || a.heads_q == 0 || p.mq == 0) return PSA_OK;
 
   const int bm = static_cast<int>(a.block_m);

@@ -42,6 +42,9 @@ struct AttentionArgs {
   // binary holds sm_90a code and block_m is 128, else the sm80 kernel. Tests and the benchmark
   // force one to compare them.
   AttentionKernel kernel = AttentionKernel::kAuto;
+  // Hopper kernel only: at most this many persistent CTAs (0: one per SM). Tests cap it so
+  // that every CTA runs many query blocks.
+  int max_ctas = 0;
 };
 
 // True when every row of a tensor starts on 16 bytes (pointer and strides), so the kernel

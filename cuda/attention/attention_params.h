@@ -26,6 +26,7 @@ struct AttnKernelParams {
   float scale;
   int causal;
   int dense;                 // every key at level 1, no work list
+  int max_ctas;              // Hopper kernel: cap on the persistent grid (0: one CTA per SM)
 };
 
 }  // namespace gpu

@@ -34,6 +34,7 @@ struct AttnCase {
   double k_budget = 4.0;  // rel-L2 budget multiple of the storage baseline
   uint32_t seed = 1;
   gpu::AttentionKernel kernel = gpu::AttentionKernel::kAuto;  // sm90 only applies to bm 128
+  int ctas = 0;  // sm90: cap on the persistent grid (0: one CTA per SM)
 };
 
 struct AttnResult {
@@ -106,6 +107,7 @@ void run_attention(const AttnCase& c, AttnResult* res, const std::vector<int8_t>
   a.block_m = c.bm;
   a.block_n = c.bn;
   a.kernel = c.bm == 128 ? c.kernel : gpu::AttentionKernel::kAuto;
+  a.max_ctas = c.ctas;
   a.scale = 1.0f / std::sqrt(static_cast<float>(D));
   a.causal = c.causal;
   a.dense = c.dense;
@@ -442,6 +444,47 @@ TEST_P(CudaAttention, LongRowsRingWraps) {
     c.causal = true;
     c.Lq = 1100;
     c.Lk = 2300;
+    check_attention(c);
+  }
+}
+
+// The Hopper kernel is persistent: each CTA walks rows r, r + grid, ... with one K/V ring and
+// two Q slots across rows. A grid of 1-5 CTAs makes every CTA run dozens of rows of unequal
+// length (empty rows, one-tile rows, causal rows, GQA, batch 2) through the ring.
+TEST_P(CudaAttention, PersistentCtasWalkManyRows) {
+  PSA_REQUIRE_GPU();
+  for (int64_t D : {64, 128}) {
+    AttnCase c = base(D == 64 ? "persistent D64 mixed, 1 CTA" : "persistent D128 mixed, 1 CTA");
+    c.D = D;
+    c.B = 2;
+    c.Hq = 4;
+    c.Hkv = 2;
+    c.Lq = 700;
+    c.Lk = 900;
+    c.ctas = 1;
+    c.p[0] = c.p[1] = c.p[2] = c.p[3] = 0.12;
+    check_attention(c);
+    c.name = D == 64 ? "persistent D64 nearly empty rows, 5 CTAs" : "persistent D128 nearly empty rows, 5 CTAs";
+    c.ctas = 5;
+    c.p[0] = c.p[1] = c.p[2] = c.p[3] = 0.015;
+    c.seed = 5;
+    check_attention(c);
+    c.name = D == 64 ? "persistent D64 causal mixed, 3 CTAs" : "persistent D128 causal mixed, 3 CTAs";
+    c.ctas = 3;
+    c.causal = true;
+    c.p[0] = 0.4;
+    c.p[1] = c.p[2] = c.p[3] = 0.1;
+    check_attention(c);
+    c = base(D == 64 ? "persistent D64 dense causal, 2 CTAs" : "persistent D128 dense causal, 2 CTAs");
+    c.D = D;
+    c.B = 2;
+    c.Hq = 3;
+    c.Hkv = 3;
+    c.Lq = 1000;
+    c.Lk = 1000;
+    c.dense = true;
+    c.causal = true;
+    c.ctas = 2;
     check_attention(c);
   }
 }

@@ -1,16 +1,21 @@
 // cuda/attention/sm90/attention_kernel_sm90.cuh -- attention stage, kernel + launcher
 // templates for Hopper (sm_90a): warp-specialised, wgmma-based version of
 // attention_kernel_sm80.cuh with the same meaning (attention_spec.h) and the same parameter
-// block. One CTA = one query block of 128 rows and its work list:
-//   warpgroup 0 (producer, one working warp): loads Q once and K/V tiles of 128 packed tokens
-//     into a ring of shared-memory stages with TMA. A tile is a list of work-list entries, each
-//     a contiguous run of block_n/p rows of one level's K/V, so every entry is one TMA box per
-//     64-column panel (tensor maps per level, boxes of block_n/p rows); completion is counted
-//     in bytes on the stage's mbarrier;
+// block. Persistent: one CTA per SM walks the query blocks ("rows": 128 query rows of one
+// (batch, head) and their work list) r = blockIdx.x, blockIdx.x + gridDim.x, ...; at any time
+// the CTAs work on neighbouring rows, so they share K/V in L2 as a (Mq, Hq, B) grid did.
+//   warpgroup 0 (producer, one working warp): per row, plans the row's tile stream, loads its
+//     Q into one of two Q slots and its K/V tiles of 128 packed tokens into a ring of
+//     shared-memory stages with TMA. The ring runs on across rows, so the next row's Q and
+//     first tiles load while the consumers finish the current one (its last products and its
+//     epilogue). A tile is a list of work-list entries, each a contiguous run of block_n/p rows
+//     of one level's K/V, so every entry is one TMA box per 64-column panel (tensor maps per
+//     level, boxes of block_n/p rows); completion is counted in bytes on the stage's mbarrier;
 //   warpgroups 1, 2 (consumers, 64 query rows each): S = Q K^T with wgmma (both operands in
 //     shared memory), online softmax in registers, O += P V with P from registers. The
 //     QK^T of tile t is issued before the PV of tile t-1, so the softmax of one overlaps the
-//     tensor-core work of the other.
+//     tensor-core work of the other. The epilogue stages the output rows in the row's Q slot
+//     and then frees the slot for the row after next.
 // Shared tiles use the 128-byte swizzle of wgmma: a [rows][D] tile is stored as D/64 panels
 // of [rows][64] elements, 16-byte chunk c of row r at chunk (c ^ (r & 7)).
 #pragma once
@@ -33,9 +38,9 @@ namespace sm90 {
 
 // Tile choices. 128 query rows = two consumer warpgroups of 64 (the wgmma M). 128 keys per
 // tile: S is 64 fp32 registers per thread and each wgmma is m64n128. Stages: at d128 one
-// stage of K+V is 64 KB, so 2 stages + Q (32 KB) = 160 KB; at d64 a stage is 32 KB and 4
-// stages + Q (16 KB) = 144 KB. One CTA per SM either way (384 threads, 168 registers each
-// at launch; the producer gives registers to the consumers with setmaxnreg).
+// stage of K+V is 64 KB, so 2 stages + two Q slots (32 KB each) = 192 KB; at d64 a stage is
+// 32 KB and 4 stages + 2 x 16 KB of Q = 160 KB. One CTA per SM either way (384 threads, 168
+// registers each at launch; the producer gives registers to the consumers with setmaxnreg).
 template <int D>
 struct Traits {
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
@@ -49,14 +54,14 @@ struct Traits {
   static constexpr size_t kQBytes = size_t{2} * kBM * D;
   static constexpr size_t kTileBytes = size_t{2} * kKT * D;
   static constexpr size_t kOffQ = 0;
-  static constexpr size_t kOffK = kOffQ + kQBytes;
+  static constexpr size_t kOffK = kOffQ + 2 * kQBytes;  // two Q slots
   static constexpr size_t kOffV = kOffK + kStages * kTileBytes;
   static constexpr size_t kOffTok = kOffV + kStages * kTileBytes;
   static constexpr size_t kOffFlag = kOffTok + sizeof(int32_t) * kStages * kKT;
   static constexpr size_t kOffBar = kOffFlag + sizeof(int32_t) * kStages * 4;
-  static constexpr int kBars = 4 * kStages + 1;  // full K, full V, empty K, empty V; Q
+  static constexpr int kBars = 4 * kStages + 4;  // full K, full V, empty K, empty V; Q full, Q free x 2
   static constexpr size_t kOffMeta = kOffBar + sizeof(uint64_t) * kBars;
-  static constexpr size_t kMetaInts = 16;
+  static constexpr size_t kMetaInts = 2 * 16;  // per Q slot: row plan (ntok, tiles, woff, total)
   // +1024: the dynamic shared window is rounded up to the 1024-byte swizzle atom.
   static constexpr size_t kSmemBytes = kOffMeta + sizeof(int32_t) * kMetaInts + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "fits the sm90 shared-memory carve-out");
@@ -70,6 +75,7 @@ struct Traits {
 // dense path, block_n >> li for a sparse level), 128-byte swizzle, zero fill out of bounds.
 struct Sm90Params {
   AttnKernelParams a;
+  int64_t batch;
   CUtensorMap q;
   CUtensorMap k[4];
   CUtensorMap v[4];
@@ -87,35 +93,37 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  T* sQ = reinterpret_cast<T*>(smem + Tr::kOffQ);
   T* sK = reinterpret_cast<T*>(smem + Tr::kOffK);
   T* sV = reinterpret_cast<T*>(smem + Tr::kOffV);
   int32_t* sTok = reinterpret_cast<int32_t*>(smem + Tr::kOffTok);
   int32_t* sFlag = reinterpret_cast<int32_t*>(smem + Tr::kOffFlag);
   const uint32_t bar0 = smem_addr(smem + Tr::kOffBar);
-  // Barriers per stage s: K tile landed (+ its token list), V tile landed, K free, V free;
-  // and Q landed. K is freed right after the softmax that used it, V after its PV product.
+  // Barriers per stage s: K tile landed (+ its token list), V tile landed, K free, V free.
+  // Per Q slot q: Q landed (+ the row plan), slot free (its epilogue staging is read).
+  // K is freed right after the softmax that used it, V after its PV product.
   auto bar_k = [&](int s) { return bar0 + 8u * s; };
   auto bar_v = [&](int s) { return bar0 + 8u * (S + s); };
   auto bar_ek = [&](int s) { return bar0 + 8u * (2 * S + s); };
   auto bar_ev = [&](int s) { return bar0 + 8u * (3 * S + s); };
-  const uint32_t bar_q = bar0 + 8u * (4 * S);
-  // Meta: tokens per level in the packed stream, tiles per level, list offsets, total.
-  int32_t* ntok = reinterpret_cast<int32_t*>(smem + Tr::kOffMeta);
-  int32_t* tiles = ntok + 4;
-  int32_t* woff = ntok + 8;
-  int32_t* s_total = ntok + 12;
+  auto bar_qf = [&](int q) { return bar0 + 8u * (4 * S + q); };
+  auto bar_qe = [&](int q) { return bar0 + 8u * (4 * S + 2 + q); };
+  // Q slot q and its row plan: tokens per level in the packed stream, tiles per level, list
+  // offsets, total tiles.
+  auto q_slot = [&](int q) { return reinterpret_cast<T*>(smem + Tr::kOffQ + q * Tr::kQBytes); };
+  auto plan_of = [&](int q) { return reinterpret_cast<int32_t*>(smem + Tr::kOffMeta) + 16 * q; };
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int wg = tid / 128;
-  const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int64_t hk = h / p.group;
-  const int64_t row_id = (b * p.heads_q + h) * p.mq + i;
-  const int64_t x0 = i * BM;
+  const int64_t n_rows = p.mq * p.heads_q * sp.batch;
   const int64_t offset = p.len_k - p.len_q;
+  // Row r = ((b * Hq + h) * Mq + i): query block i of head h, batch b.
+  auto decode = [&](int64_t r, int64_t& i, int64_t& h, int64_t& b) {
+    i = r % p.mq;
+    h = (r / p.mq) % p.heads_q;
+    b = r / (p.mq * p.heads_q);
+  };
 
   if (tid == 0) {
-    *s_total = plan_row_stream(p, row_id, x0, BM, KT, ntok, tiles, woff);
     for (int s = 0; s < S; ++s) {
       // K landed: every producer lane (each releases its own token-list writes; lane 0 also
       // sets the expected bytes), then the TMA bytes. V landed: lane 0 + bytes. K free: every
@@ -127,13 +135,13 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       mbar_init(bar_ek(s), 256);
       mbar_init(bar_ev(s), 8);
     }
-    mbar_init(bar_q, 1);
+    for (int q = 0; q < 2; ++q) {
+      mbar_init(bar_qf(q), 1);    // producer lane 0 (plan writes) + the Q bytes
+      mbar_init(bar_qe(q), 256);  // every consumer thread, after its last read of the slot
+    }
     mbar_init_fence();
   }
   __syncthreads();
-  const int32_t total = *s_total;
-
-  auto level_of_tile = [&](int32_t t, int32_t& w0) { return gpu::level_of_tile(t, tiles, KT, w0); };
 
   if (wg == 0) {
     // ================================ producer ================================
@@ -142,78 +150,111 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegs));
     if (warp != 0) return;
     constexpr int kPanels = D / 64;
-    const int32_t* wl = p.dense ? nullptr : p.wl_blocks + row_id * p.nk;
-    if (lane == 0) {
-      mbar_arrive_expect_tx(bar_q, static_cast<uint32_t>(Tr::kQBytes));
-      for (int pn = 0; pn < kPanels; ++pn)
-        tma_load_4d(smem_addr(sQ + pn * BM * 64), &sp.q, bar_q, pn * 64, static_cast<int>(x0),
-                    static_cast<int>(h), static_cast<int>(b));
-    }
-    for (int32_t t = 0; t < total; ++t) {
-      const int s = t % S;
-      const uint32_t use_parity = ((t / S) - 1) & 1;  // phase of the stage's previous use
-      if (t >= S) mbar_wait(bar_ek(s), use_parity);
-      int32_t w0;
-      const int li = level_of_tile(t, w0);
-      const int32_t P = sp.box_rows[li];  // rows per entry (= per TMA box)
-      bool all = true;
+    int32_t T0 = 0;  // ring position of the row's first tile
+    int n = 0;       // rows done by this CTA
+    for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x, ++n) {
+      int64_t i, h, b;
+      decode(r, i, h, b);
+      const int64_t hk = h / p.group;
+      const int64_t x0 = i * BM;
+      const int q = n & 1;
+      int32_t* plan = plan_of(q);
+      if (n >= 2) mbar_wait(bar_qe(q), ((n >> 1) - 1) & 1);
+      if (lane == 0) {
+        plan[12] = plan_row_stream(p, r, x0, BM, KT, plan, plan + 4, plan + 8);
+        mbar_arrive_expect_tx(bar_qf(q), static_cast<uint32_t>(Tr::kQBytes));  // releases the plan
+        for (int pn = 0; pn < kPanels; ++pn)
+          tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64), &sp.q, bar_qf(q), pn * 64, static_cast<int>(x0),
+                      static_cast<int>(h), static_cast<int>(b));
+      }
+      __syncwarp();
+      const int32_t* ntok = plan;
+      const int32_t* woff = plan + 8;
+      const int32_t total = plan[12];
+      const int32_t* wl = p.dense ? nullptr : p.wl_blocks + r * p.nk;
+      for (int32_t t = 0; t < total; ++t) {
+        const int32_t u_ring = T0 + t;
+        const int s = u_ring % S;
+        const uint32_t use_parity = ((u_ring / S) - 1) & 1;  // phase of the stage's previous use
+        int32_t w0;
+        const int li = level_of_tile(t, plan + 4, KT, w0);
+        const int32_t P = sp.box_rows[li];  // rows per entry (= per TMA box), a power of two
+        const int lg = 31 - __clz(P);
+        const int32_t rows = min(KT, ntok[li] - w0);
+        const int32_t entries = (rows + P - 1) >> lg;
+        const int32_t loaded = entries << lg;
+        // The tile's key blocks: entry lane + 32 j in ent[j], loaded before the wait for the
+        // stage so the load overlaps it (one list read per tile).
+        int32_t ent[4] = {0, 0, 0, 0};
+        if (!p.dense) {
+          const int32_t* src = wl + woff[li] + (w0 >> lg);
 #pragma unroll
-      for (int u = 0; u < KT / 32; ++u) {
-        const int r = u * 32 + lane;
-        const int32_t w = w0 + r;
-        int64_t tok = -1;
-        if (w < ntok[li]) {
-          if (p.dense) {
-            tok = w;
-          } else {
-            const int32_t e = w / P;
-            tok = static_cast<int64_t>(wl[woff[li] + e]) * P + (w - e * P);
+          for (int j = 0; j < 4; ++j)
+            if (lane + 32 * j < entries) ent[j] = __ldg(src + lane + 32 * j);
+        }
+        if (u_ring >= S) mbar_wait(bar_ek(s), use_parity);
+        bool all = true;
+#pragma unroll
+        for (int u = 0; u < KT / 32; ++u) {
+          const int rr = u * 32 + lane;
+          const int32_t w = w0 + rr;
+          // Key rr belongs to entry rr >> lg, held by lane (rr >> lg) & 31 in ent[u >> lg]
+          // (the same slot on every lane, since 32 lanes span at most 32 entries).
+          const int j = u >> lg;
+          const int32_t ej = j == 0 ? ent[0] : j == 1 ? ent[1] : j == 2 ? ent[2] : ent[3];
+          const int32_t blk = __shfl_sync(0xffffffffu, ej, (rr >> lg) & 31);
+          int64_t tok = -1;
+          if (w < ntok[li]) tok = p.dense ? w : static_cast<int64_t>(blk) * P + (rr & (P - 1));
+          const bool valid = tok >= 0 && (li > 0 || tok < p.len_k);
+          all = all && valid;
+          sTok[s * KT + rr] = valid ? static_cast<int32_t>(tok) : -1;
+        }
+        // Rows past the stream's end get zeros (never NaN garbage into the products).
+        T* dk = sK + s * KT * D;
+        T* dv = sV + s * KT * D;
+        for (int c = loaded * NC + lane; c < KT * NC; c += 32) {
+          const int row = c / NC, cc = c % NC;
+          *reinterpret_cast<uint4*>(dk + tile_off<KT>(row, cc)) = make_uint4(0, 0, 0, 0);
+        }
+        fence_proxy_async();
+        all = __all_sync(0xffffffffu, all) != 0;
+        if (lane == 0) sFlag[s * 4] = sFlag[s * 4 + 1] = sFlag[s * 4 + 2] = sFlag[s * 4 + 3] = all;
+        __syncwarp();
+        const uint32_t bytes = static_cast<uint32_t>(loaded) * D * 2;
+        if (lane == 0)
+          mbar_arrive_expect_tx(bar_k(s), bytes);  // releases sTok / sFlag / zeros
+        else
+          mbar_arrive(bar_k(s));
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int e = lane + 32 * j;
+          if (e < entries) {
+            const int row0 = p.dense ? (w0 + (e << lg)) : ent[j] << lg;
+            for (int pn = 0; pn < kPanels; ++pn)
+              tma_load_4d(smem_addr(dk + pn * KT * 64 + (e << lg) * 64), &sp.k[li], bar_k(s), pn * 64, row0,
+                          static_cast<int>(hk), static_cast<int>(b));
           }
         }
-        const bool valid = tok >= 0 && (li > 0 || tok < p.len_k);
-        all = all && valid;
-        sTok[s * KT + r] = valid ? static_cast<int32_t>(tok) : -1;
+        if (u_ring >= S) mbar_wait(bar_ev(s), use_parity);
+        for (int c = loaded * NC + lane; c < KT * NC; c += 32) {
+          const int row = c / NC, cc = c % NC;
+          *reinterpret_cast<uint4*>(dv + tile_off<KT>(row, cc)) = make_uint4(0, 0, 0, 0);
+        }
+        fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) mbar_arrive_expect_tx(bar_v(s), bytes);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int e = lane + 32 * j;
+          if (e < entries) {
+            const int row0 = p.dense ? (w0 + (e << lg)) : ent[j] << lg;
+            for (int pn = 0; pn < kPanels; ++pn)
+              tma_load_4d(smem_addr(dv + pn * KT * 64 + (e << lg) * 64), &sp.v[li], bar_v(s), pn * 64, row0,
+                          static_cast<int>(hk), static_cast<int>(b));
+          }
+        }
       }
-      const int32_t rows = min(KT, ntok[li] - w0);
-      const int32_t entries = (rows + P - 1) / P;
-      const int32_t loaded = entries * P;
-      // Rows past the stream's end get zeros (never NaN garbage into the products).
-      T* dk = sK + s * KT * D;
-      T* dv = sV + s * KT * D;
-      for (int c = loaded * NC + lane; c < KT * NC; c += 32) {
-        const int row = c / NC, cc = c % NC;
-        *reinterpret_cast<uint4*>(dk + tile_off<KT>(row, cc)) = make_uint4(0, 0, 0, 0);
-      }
-      fence_proxy_async();
-      all = __all_sync(0xffffffffu, all) != 0;
-      if (lane == 0) sFlag[s * 4] = sFlag[s * 4 + 1] = sFlag[s * 4 + 2] = sFlag[s * 4 + 3] = all;
-      __syncwarp();
-      const uint32_t bytes = static_cast<uint32_t>(loaded) * D * 2;
-      if (lane == 0)
-        mbar_arrive_expect_tx(bar_k(s), bytes);  // releases sTok / sFlag / zeros
-      else
-        mbar_arrive(bar_k(s));
-      const int32_t e0 = w0 / P;  // first entry of the tile in the level's list
-      for (int e = lane; e < entries; e += 32) {
-        const int row0 = p.dense ? (w0 + e * P) : wl[woff[li] + e0 + e] * P;
-        for (int pn = 0; pn < kPanels; ++pn)
-          tma_load_4d(smem_addr(dk + pn * KT * 64 + e * P * 64), &sp.k[li], bar_k(s), pn * 64, row0,
-                      static_cast<int>(hk), static_cast<int>(b));
-      }
-      if (t >= S) mbar_wait(bar_ev(s), use_parity);
-      for (int c = loaded * NC + lane; c < KT * NC; c += 32) {
-        const int row = c / NC, cc = c % NC;
-        *reinterpret_cast<uint4*>(dv + tile_off<KT>(row, cc)) = make_uint4(0, 0, 0, 0);
-      }
-      fence_proxy_async();
-      __syncwarp();
-      if (lane == 0) mbar_arrive_expect_tx(bar_v(s), bytes);
-      for (int e = lane; e < entries; e += 32) {
-        const int row0 = p.dense ? (w0 + e * P) : wl[woff[li] + e0 + e] * P;
-        for (int pn = 0; pn < kPanels; ++pn)
-          tma_load_4d(smem_addr(dv + pn * KT * 64 + e * P * 64), &sp.v[li], bar_v(s), pn * 64, row0,
-                      static_cast<int>(hk), static_cast<int>(b));
-      }
+      T0 += total;
     }
     return;
   }
@@ -226,18 +267,14 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   const int wrow = cw * 64 + (warp & 3) * 16;  // this warp's first row in the CTA tile
   constexpr float kLog2e = 1.4426950408889634f;
   const float sl2 = p.scale * kLog2e;
-  const uint32_t q_addr = smem_addr(sQ) + cw * 64 * 128;
   const uint32_t k_addr = smem_addr(sK), v_addr = smem_addr(sV);
 
   float o[D / 2];
-#pragma unroll
-  for (int j = 0; j < D / 2; ++j) o[j] = 0.0f;
   float sc[KT / 2];
   uint32_t pf[KT / 16][4];
-  float m_run[2] = {neg_inf(), neg_inf()};
-  float l_run[2] = {0.0f, 0.0f};
-
-  mbar_wait(bar_q, 0);
+  float m_run[2], l_run[2];
+  uint32_t q_addr = 0;
+  const int32_t* tiles = nullptr;
 
   // S = Q K_t^T into sc (K-major operands; k-step kk = 16 head-dim elements).
   auto issue_qk = [&](int s) {
@@ -262,12 +299,11 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     }
     wgmma_commit();
   };
-  // Logits of tile t in the log2 domain, new running max, p = 2^(z - m) in sc, row sums;
-  // returns the rescale factor of the old state per row.
-  auto softmax = [&](int32_t t, float alpha[2]) {
-    const int s = t % S;
+  // Logits of tile t (in ring stage s) in the log2 domain, new running max, p = 2^(z - m) in
+  // sc, row sums; returns the rescale factor of the old state per row.
+  auto softmax = [&](int32_t t, int s, int64_t x0, float alpha[2]) {
     int32_t w0;
-    const int li = level_of_tile(t, w0);
+    const int li = level_of_tile(t, tiles, KT, w0);
     const int level = 1 << li;
     const float bias2 = level_log_bias(level) * kLog2e;
     const int32_t* tok = sTok + s * KT;
@@ -335,87 +371,114 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   // (generic) zero rows before arriving.
   auto wait_full = [&](uint32_t bar, uint32_t parity) { mbar_wait(bar, parity); };
 
-  if (total > 0) {
-    float alpha[2];
-    wait_full(bar_k(0), 0);
-    issue_qk(0);
-    wgmma_wait<0>();
-    fence_regs(sc);
-    softmax(0, alpha);
-    mbar_arrive(bar_ek(0));  // every thread
-    rescale_and_pack(alpha);
-    for (int32_t t = 1; t < total; ++t) {
-      const int s = t % S, sp = (t - 1) % S;
-      wait_full(bar_k(s), (t / S) & 1);
+  int32_t T0 = 0;  // ring position of the row's first tile (same sequence as the producer's)
+  int n = 0;
+  for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x, ++n) {
+    int64_t i, h, b;
+    decode(r, i, h, b);
+    const int64_t x0 = i * BM;
+    const int q = n & 1;
+    T* sQ = q_slot(q);
+    q_addr = smem_addr(sQ) + cw * 64 * 128;
+    mbar_wait(bar_qf(q), (n >> 1) & 1);
+    tiles = plan_of(q) + 4;
+    const int32_t total = plan_of(q)[12];
+#pragma unroll
+    for (int j = 0; j < D / 2; ++j) o[j] = 0.0f;
+    m_run[0] = m_run[1] = neg_inf();
+    l_run[0] = l_run[1] = 0.0f;
+
+    if (total > 0) {
+      float alpha[2];
+      const int s0 = T0 % S;
+      wait_full(bar_k(s0), (T0 / S) & 1);
+      issue_qk(s0);
+      wgmma_wait<0>();
+      fence_regs(sc);
+      softmax(0, s0, x0, alpha);
+      mbar_arrive(bar_ek(s0));  // every thread
+      rescale_and_pack(alpha);
+      for (int32_t t = 1; t < total; ++t) {
+        const int32_t u = T0 + t;
+        const int s = u % S, sp = (u - 1) % S;
+        wait_full(bar_k(s), (u / S) & 1);
+        fence_regs(o);
+        fence_regs(pf);
+        issue_qk(s);
+        wait_full(bar_v(sp), ((u - 1) / S) & 1);
+        issue_pv(sp);
+        wgmma_wait<1>();  // QK^T of tile t done; PV of tile t-1 may still run
+        fence_regs(sc);
+        softmax(t, s, x0, alpha);
+        mbar_arrive(bar_ek(s));  // K tile and its token list are no longer read (every thread)
+        wgmma_wait<0>();
+        fence_regs(o);
+        fence_regs(pf);
+        release(bar_ev(sp));
+        rescale_and_pack(alpha);
+      }
+      const int32_t ul = T0 + total - 1;
+      const int sl = ul % S;
+      wait_full(bar_v(sl), (ul / S) & 1);
       fence_regs(o);
       fence_regs(pf);
-      issue_qk(s);
-      wait_full(bar_v(sp), ((t - 1) / S) & 1);
-      issue_pv(sp);
-      wgmma_wait<1>();  // QK^T of tile t done; PV of tile t-1 may still run
-      fence_regs(sc);
-      softmax(t, alpha);
-      mbar_arrive(bar_ek(s));  // K tile and its token list are no longer read (every thread)
+      issue_pv(sl);
       wgmma_wait<0>();
       fence_regs(o);
-      fence_regs(pf);
-      release(bar_ev(sp));
-      rescale_and_pack(alpha);
+      release(bar_ev(sl));
     }
-    const int sl = (total - 1) % S;
-    wait_full(bar_v(sl), ((total - 1) / S) & 1);
-    fence_regs(o);
-    fence_regs(pf);
-    issue_pv(sl);
-    wgmma_wait<0>();
-    fence_regs(o);
-  }
+    T0 += total;
 
-  // Epilogue: out = o / l (0 for an empty row), lse = m ln2 + ln l (-inf for an empty row);
-  // rows go back to the caller's order through out_rows. The warpgroup's own 64 rows of sQ
-  // stage the output tile (its wgmma reads of them are complete).
-  float inv[2];
+    // Epilogue: out = o / l (0 for an empty row), lse = m ln2 + ln l (-inf for an empty row);
+    // rows go back to the caller's order through out_rows. The warpgroup's own 64 rows of the
+    // Q slot stage the output tile (its wgmma reads of them are complete).
+    float inv[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-    inv[r] = l_run[r] != 0.0f ? 1.0f / l_run[r] : 0.0f;  // NaN propagates; only empty rows give 0
-  }
-  if (p.lse != nullptr && tq == 0) {
+    for (int rr = 0; rr < 2; ++rr) {
+      l_run[rr] += __shfl_xor_sync(0xffffffffu, l_run[rr], 1);
+      l_run[rr] += __shfl_xor_sync(0xffffffffu, l_run[rr], 2);
+      inv[rr] = l_run[rr] != 0.0f ? 1.0f / l_run[rr] : 0.0f;  // NaN propagates; only empty rows give 0
+    }
+    if (p.lse != nullptr && tq == 0) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int64_t x = x0 + wrow + g + r * 8;
-      if (x < p.len_q) {
-        const int64_t orow = p.out_rows ? p.out_rows[x] : x;
-        p.lse[(b * p.heads_q + h) * p.len_q + orow] =
-            l_run[r] != 0.0f ? m_run[r] * 0.6931471805599453f + logf(l_run[r]) : neg_inf();
+      for (int rr = 0; rr < 2; ++rr) {
+        const int64_t x = x0 + wrow + g + rr * 8;
+        if (x < p.len_q) {
+          const int64_t orow = p.out_rows ? p.out_rows[x] : x;
+          p.lse[(b * p.heads_q + h) * p.len_q + orow] =
+              l_run[rr] != 0.0f ? m_run[rr] * 0.6931471805599453f + logf(l_run[rr]) : neg_inf();
+        }
       }
     }
-  }
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
-    const int r0 = wrow + g;
-    *reinterpret_cast<uint32_t*>(sQ + tile_off<BM>(r0, n) + tq * 2) =
-        Elem<T>::pack(o[n * 4 + 0] * inv[0], o[n * 4 + 1] * inv[0]);
-    *reinterpret_cast<uint32_t*>(sQ + tile_off<BM>(r0 + 8, n) + tq * 2) =
-        Elem<T>::pack(o[n * 4 + 2] * inv[1], o[n * 4 + 3] * inv[1]);
-  }
-  named_bar_sync(2 + cw, 128);
-  T* ob = static_cast<T*>(p.out) + b * p.o_sb + h * p.o_sh;
-  for (int c = ctid; c < 64 * NC; c += 128) {
-    const int r = cw * 64 + c / NC, cc = c % NC;
-    const int64_t x = x0 + r;
-    if (x >= p.len_q) continue;
-    const int64_t orow = p.out_rows ? p.out_rows[x] : x;
-    const uint4 val = *reinterpret_cast<const uint4*>(sQ + tile_off<BM>(r, cc));
-    T* dst = ob + orow * p.o_sl + cc * 8;
-    if (p.out_vec) {
-      *reinterpret_cast<uint4*>(dst) = val;
-    } else {
-      const T* e = reinterpret_cast<const T*>(&val);
-#pragma unroll
-      for (int u = 0; u < 8; ++u) dst[u] = e[u];
+    for (int nn = 0; nn < D / 8; ++nn) {
+      const int r0 = wrow + g;
+      *reinterpret_cast<uint32_t*>(sQ + tile_off<BM>(r0, nn) + tq * 2) =
+          Elem<T>::pack(o[nn * 4 + 0] * inv[0], o[nn * 4 + 1] * inv[0]);
+      *reinterpret_cast<uint32_t*>(sQ + tile_off<BM>(r0 + 8, nn) + tq * 2) =
+          Elem<T>::pack(o[nn * 4 + 2] * inv[1], o[nn * 4 + 3] * inv[1]);
     }
+    named_bar_sync(2 + cw, 128);
+    T* ob = static_cast<T*>(p.out) + b * p.o_sb + h * p.o_sh;
+    for (int c = ctid; c < 64 * NC; c += 128) {
+      const int rw = cw * 64 + c / NC, cc = c % NC;
+      const int64_t x = x0 + rw;
+      if (x >= p.len_q) continue;
+      const int64_t orow = p.out_rows ? p.out_rows[x] : x;
+      const uint4 val = *reinterpret_cast<const uint4*>(sQ + tile_off<BM>(rw, cc));
+      T* dst = ob + orow * p.o_sl + cc * 8;
+      if (p.out_vec) {
+        *reinterpret_cast<uint4*>(dst) = val;
+      } else {
+        const T* e = reinterpret_cast<const T*>(&val);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) dst[u] = e[u];
+      }
+    }
+    // The slot's next use is a TMA write (async proxy) of the row after next: order this
+    // thread's generic accesses of it before that, then free it.
+    fence_proxy_async();
+    mbar_arrive(bar_qe(q));
   }
 #endif  // PSA_SM90_DEVICE
 }
@@ -442,6 +505,7 @@ inline bool encode_map(CUtensorMap* m, bool f16, const void* base, int64_t batch
 // tensor cannot be described (the caller then uses the sm80 kernel).
 inline bool make_sm90_params(const AttnKernelParams& p, bool f16, int d, int64_t batch, Sm90Params* out) {
   out->a = p;
+  out->batch = batch;
   const int64_t heads_kv = p.heads_q / p.group;
   if (!encode_map(&out->q, f16, p.q, batch, p.heads_q, p.len_q, d, p.q_sb, p.q_sh, p.q_sl, 128)) return false;
   for (int li = 0; li < 4; ++li) {
@@ -461,8 +525,8 @@ inline bool make_sm90_params(const AttnKernelParams& p, bool f16, int d, int64_t
   return true;
 }
 
-// Launcher: grid (Mq, Hq, B), 384 threads, one CTA per SM. cudaErrorNotSupported when TMA
-// cannot describe the tensors.
+// Launcher: one persistent CTA of 384 threads per SM (fewer when there are fewer rows).
+// cudaErrorNotSupported when TMA cannot describe the tensors.
 template <typename T, int D>
 cudaError_t launch_sparse_attention_sm90(const AttnKernelParams& p, int64_t batch, cudaStream_t stream) {
   using Tr = Traits<D>;
@@ -472,8 +536,14 @@ cudaError_t launch_sparse_attention_sm90(const AttnKernelParams& p, int64_t batc
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(Tr::kSmemBytes));
   if (e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>(p.mq), static_cast<unsigned>(p.heads_q),
-                  static_cast<unsigned>(batch));
+  int dev = 0, sms = 0;
+  if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+      (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+    return e;
+  int64_t ctas = p.mq * p.heads_q * batch;
+  if (ctas > sms) ctas = sms;
+  if (p.max_ctas > 0 && ctas > p.max_ctas) ctas = p.max_ctas;
+  const unsigned grid = static_cast<unsigned>(ctas);
   sparse_attention_sm90_kernel<T, D><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(sp);
   return cudaGetLastError();
 }
