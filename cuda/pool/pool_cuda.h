@@ -21,5 +21,13 @@ struct PoolArgs {
 
 psa_status pool_pyramid_cuda(const PoolArgs& args, cudaStream_t stream);
 
+struct GatherArgs;  // cuda/rearrange/gather_cuda.h
+
+// gather_rows_cuda(g) and then the pyramid of g.dst (as pool_pyramid_cuda with x = g.dst,
+// heads = g.batch * g.heads, len = g.len) into out (levels 2, 4, 8), in one pass that reads
+// the source once. Same bits as the two calls.
+psa_status gather_pool_pyramid_cuda(const GatherArgs& g, int64_t n_blocks, int64_t block_n, void* const out[3],
+                                    cudaStream_t stream);
+
 }  // namespace gpu
 }  // namespace psa

@@ -1,11 +1,14 @@
-// cuda/pool/pool_pyramid.cu -- pool stage: kernel (one level-8 token's 8 sources -> its
-// level-2, -4 and -8 tokens, fp32 means rounded once), launcher and entry. Source indices
-// come from pool_spec.h; must not define its own padding rule.
+// cuda/pool/pool_pyramid.cu -- pool stage: kernels (one level-8 token's 8 sources -> its
+// level-2, -4 and -8 tokens, fp32 means rounded once), launchers and entries; the fused form
+// also gathers the sources through the rearrangement and writes the level-1 copy, so K and V
+// are read once for both stages. Source indices come from pool_spec.h; must not define its
+// own padding rule.
 #include <cstdint>
 
 #include "cuda/core/cuda_status.h"
 #include "cuda/core/device.cuh"
 #include "cuda/pool/pool_cuda.h"
+#include "cuda/rearrange/gather_cuda.h"
 #include "pool/pool_spec.h"
 
 namespace psa {
@@ -51,6 +54,88 @@ __global__ void pool_pyramid_kernel(const T* __restrict__ x, int64_t len, int64_
   }
 }
 
+// Fused rearrange + pool: one thread per (b*heads + h, level-8 token t, 8-element chunk). Its
+// 8 positions 8t .. 8t+7 are read through the rearrangement (row i <- source row index[i])
+// from the strided source; positions < len are copied bit for bit to the contiguous level-1
+// tensor, and the pyramid is built from the same values with the same arithmetic as
+// pool_pyramid_kernel (so the result equals gather_rows_cuda followed by pool_pyramid_cuda).
+// kVec: source rows are 16-byte aligned.
+template <typename T, bool kVec>
+__global__ void gather_pool_kernel(const uint16_t* __restrict__ src, int64_t sb, int64_t sh, int64_t sl,
+                                   const int64_t* __restrict__ index, int64_t heads, int64_t len, int64_t d,
+                                   int64_t n8, uint16_t* __restrict__ dst, T* __restrict__ o2, T* __restrict__ o4,
+                                   T* __restrict__ o8, int64_t total) {
+  const int64_t chunks = d / 8;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < total;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t col = (c % chunks) * 8;
+    const int64_t t = (c / chunks) % n8;
+    const int64_t bh = c / chunks / n8;
+    const uint16_t* sh_base = src + (bh / heads) * sb + (bh % heads) * sh + col;
+    uint16_t* dh = dst + bh * len * d + col;
+    auto load = [&](int64_t pos) {  // position pos of the rearranged sequence (pos < len)
+      const uint16_t* s = sh_base + (index ? index[pos] : pos) * sl;
+      if (kVec) return __ldg(reinterpret_cast<const uint4*>(s));
+      uint4 r;
+      uint16_t* e = reinterpret_cast<uint16_t*>(&r);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) e[k] = s[k];
+      return r;
+    };
+    float l2[4][8];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int64_t xa = t * 8 + 2 * u, xb = xa + 1;
+      const uint4 ra = load(pooled_source(t * 4 + u, 2, 0, len));
+      const uint4 rb = load(pooled_source(t * 4 + u, 2, 1, len));
+      if (xa < len) *reinterpret_cast<uint4*>(dh + xa * d) = ra;
+      if (xb < len) *reinterpret_cast<uint4*>(dh + xb * d) = rb;
+      float a[8], b[8];
+      unpack8<T>(ra, a);
+      unpack8<T>(rb, b);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) l2[u][e] = 0.5f * (a[e] + b[e]);
+      *reinterpret_cast<uint4*>(o2 + (bh * n8 * 4 + t * 4 + u) * d + col) = pack8<T>(l2[u]);
+    }
+    float l4[2][8];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) l4[u][e] = 0.5f * (l2[2 * u][e] + l2[2 * u + 1][e]);
+      *reinterpret_cast<uint4*>(o4 + (bh * n8 * 2 + t * 2 + u) * d + col) = pack8<T>(l4[u]);
+    }
+    float l8[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) l8[e] = 0.5f * (l4[0][e] + l4[1][e]);
+    *reinterpret_cast<uint4*>(o8 + (bh * n8 + t) * d + col) = pack8<T>(l8);
+  }
+}
+
+template <typename T>
+psa_status launch_gather_pool(const GatherArgs& g, int64_t n_blocks, int64_t block_n, void* const out[3],
+                              cudaStream_t stream) {
+  const int64_t n8 = pooled_length(n_blocks, block_n, 8);
+  const int64_t total = g.batch * g.heads * n8 * (g.head_dim / 8);
+  if (total == 0 || g.len == 0) return PSA_OK;
+  const int threads = 256;
+  const int64_t want = ceil_div(total, threads);
+  const unsigned blocks = static_cast<unsigned>(want < 65536 * 8 ? want : 65536 * 8);
+  const bool vec = reinterpret_cast<uintptr_t>(g.src) % 16 == 0 && g.stride[0] % 8 == 0 && g.stride[1] % 8 == 0 &&
+                   g.stride[2] % 8 == 0;
+  const auto* src = static_cast<const uint16_t*>(g.src);
+  auto* dst = static_cast<uint16_t*>(g.dst);
+  T* o2 = static_cast<T*>(out[0]);
+  T* o4 = static_cast<T*>(out[1]);
+  T* o8 = static_cast<T*>(out[2]);
+  if (vec)
+    gather_pool_kernel<T, true><<<blocks, threads, 0, stream>>>(src, g.stride[0], g.stride[1], g.stride[2], g.index,
+                                                                g.heads, g.len, g.head_dim, n8, dst, o2, o4, o8, total);
+  else
+    gather_pool_kernel<T, false><<<blocks, threads, 0, stream>>>(src, g.stride[0], g.stride[1], g.stride[2], g.index,
+                                                                 g.heads, g.len, g.head_dim, n8, dst, o2, o4, o8, total);
+  return launch_status("gather_pool_kernel");
+}
+
 template <typename T>
 psa_status launch_pool(const PoolArgs& a, cudaStream_t stream) {
   const int64_t n8 = pooled_length(a.n_blocks, a.block_n, 8);
@@ -66,6 +151,25 @@ psa_status launch_pool(const PoolArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+psa_status gather_pool_pyramid_cuda(const GatherArgs& g, int64_t n_blocks, int64_t block_n, void* const out[3],
+                                    cudaStream_t stream) {
+  PSA_RETURN_IF(g.head_dim % 8 != 0 || block_n % 8 != 0 || g.stride[3] != 1, PSA_ERR_INTERNAL,
+                "gather+pool: head_dim = %lld and block_n = %lld must be multiples of 8, unit column stride",
+                static_cast<long long>(g.head_dim), static_cast<long long>(block_n));
+  PSA_RETURN_IF(n_blocks * block_n < g.len, PSA_ERR_INTERNAL,
+                "gather+pool: %lld blocks of %lld do not cover %lld tokens", static_cast<long long>(n_blocks),
+                static_cast<long long>(block_n), static_cast<long long>(g.len));
+  PSA_RETURN_IF(reinterpret_cast<uintptr_t>(g.dst) % 16 != 0, PSA_ERR_INTERNAL,
+                "gather+pool: destination not 16-byte aligned");
+  switch (g.dtype) {
+    case PSA_DTYPE_F16: return launch_gather_pool<__half>(g, n_blocks, block_n, out, stream);
+    case PSA_DTYPE_BF16: return launch_gather_pool<__nv_bfloat16>(g, n_blocks, block_n, out, stream);
+    default:
+      return set_error(PSA_ERR_UNSUPPORTED, "gather+pool: dtype = %d; the CUDA backend supports f16 and bf16",
+                       static_cast<int>(g.dtype));
+  }
+}
 
 psa_status pool_pyramid_cuda(const PoolArgs& a, cudaStream_t stream) {
   PSA_RETURN_IF(a.head_dim % 8 != 0 || a.block_n % 8 != 0, PSA_ERR_INTERNAL,

@@ -1,7 +1,11 @@
 // tests/cuda/pool_cuda_test.cpp -- pool stage on the GPU against pool_pyramid_cpu: the GPU
 // rounds the CPU's fp32 hierarchical means once, so every pooled element must equal the
 // CPU value rounded to the input type (0 mismatches), on random and video-like inputs.
+#include <algorithm>
+#include <numeric>
+
 #include "cuda/pool/pool_cuda.h"
+#include "cuda/rearrange/gather_cuda.h"
 #include "cuda_test_util.h"
 #include "pool/pool.h"
 #include "pool/pool_spec.h"
@@ -63,6 +67,84 @@ TEST(CudaPool, MatchesCpuPyramidBitForBit) {
   run_pool(PSA_DTYPE_BF16, 2, 777, 64, 128, true);
   run_pool(PSA_DTYPE_F16, 1, 95, 64, 32, true);
   run_pool(PSA_DTYPE_BF16, 1, 1, 64, 32, false);       // a single token
+}
+
+// Fused rearrange + pool against the host: source [B, L, H, D] (strided; `pad` extra elements
+// per row make rows unaligned when odd), rows gathered through a random permutation. The
+// level-1 copy must equal the host gather bit for bit and every pooled element must equal
+// pool_pyramid_cpu of the gathered rows rounded once; nothing past the outputs is written.
+void run_gather_pool(psa_dtype dt, int64_t B, int64_t H, int64_t len, int64_t d, int64_t bn, int64_t pad,
+                     bool permute, uint32_t seed) {
+  const int64_t nk = (len + bn - 1) / bn;
+  const int64_t row = H * d + pad;  // elements between consecutive tokens of one head
+  test::Tensor16 x = test::make_random(static_cast<size_t>(B * len * row), dt, seed);
+  std::vector<int64_t> index(static_cast<size_t>(len));
+  std::iota(index.begin(), index.end(), 0);
+  if (permute) std::shuffle(index.begin(), index.end(), std::mt19937(seed + 1));
+  DevBuf<uint16_t> dx(x.bits);
+  DevBuf<int64_t> didx(index);
+  DevBuf<uint16_t> dst(static_cast<size_t>(B * H * len * d) + 8);  // +8: canary past the end
+  dst.fill_bytes(0xff);
+  std::vector<std::unique_ptr<DevBuf<uint16_t>>> out;
+  void* outp[3];
+  for (int l = 0; l < 3; ++l) {
+    out.push_back(std::make_unique<DevBuf<uint16_t>>(static_cast<size_t>(B * H * pooled_length(nk, bn, 2 << l) * d)));
+    out.back()->fill_bytes(0xff);
+    outp[l] = out.back()->get();
+  }
+  gpu::GatherArgs g;
+  g.dtype = dt;
+  g.src = dx.get();
+  g.stride[0] = len * row;
+  g.stride[1] = d;
+  g.stride[2] = row;
+  g.dst = dst.get();
+  g.batch = B;
+  g.heads = H;
+  g.len = len;
+  g.head_dim = d;
+  g.index = didx.get();
+  ASSERT_EQ(PSA_OK, gpu::gather_pool_pyramid_cuda(g, nk, bn, outp, nullptr)) << psa_last_error_message();
+  const std::vector<uint16_t> got1 = dst.download();
+  std::vector<std::vector<uint16_t>> gotp;
+  for (int l = 0; l < 3; ++l) gotp.push_back(out[l]->download());
+  int64_t bad1 = 0, badp = 0, total = 0;
+  std::vector<float> hx(static_cast<size_t>(len * d));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t bh = b * H + h;
+      for (int64_t i = 0; i < len; ++i)
+        for (int64_t e = 0; e < d; ++e) {
+          const size_t s = static_cast<size_t>(b * len * row + index[i] * row + h * d + e);
+          hx[static_cast<size_t>(i * d + e)] = x.f[s];
+          bad1 += got1[static_cast<size_t>((bh * len + i) * d + e)] != x.bits[s];
+        }
+      std::vector<float> ref[3];
+      for (int l = 0; l < 3; ++l) ref[l].resize(static_cast<size_t>(pooled_length(nk, bn, 2 << l) * d));
+      pool_pyramid_cpu(hx.data(), len, d, nk, bn, ref[0].data(), ref[1].data(), ref[2].data());
+      for (int l = 0; l < 3; ++l)
+        for (size_t e = 0; e < ref[l].size(); ++e) {
+          ++total;
+          badp += gotp[l][bh * ref[l].size() + e] != test::to16(ref[l][e], dt);
+        }
+    }
+  for (int e = 0; e < 8; ++e) EXPECT_EQ(0xffff, got1[static_cast<size_t>(B * H * len * d) + e]) << "canary " << e;
+  EXPECT_EQ(0, bad1) << "level-1 elements differ from the host gather";
+  EXPECT_EQ(0, badp) << "of " << total << " pooled elements differ from pool_pyramid_cpu";
+  std::printf("[gather+pool] B=%lld H=%lld len=%lld d=%lld bn=%lld pad=%lld %s: %lld pooled, %lld + %lld mismatches\n",
+              static_cast<long long>(B), static_cast<long long>(H), static_cast<long long>(len),
+              static_cast<long long>(d), static_cast<long long>(bn), static_cast<long long>(pad),
+              permute ? "permuted" : "identity", static_cast<long long>(total), static_cast<long long>(bad1),
+              static_cast<long long>(badp));
+}
+
+TEST(CudaPool, GatherPoolMatchesHostGatherAndCpuPyramid) {
+  PSA_REQUIRE_GPU();
+  run_gather_pool(PSA_DTYPE_BF16, 2, 3, 517, 64, 64, 0, true, 21u);    // partial last block
+  run_gather_pool(PSA_DTYPE_F16, 1, 2, 1000, 128, 128, 8, true, 22u);  // padded aligned rows
+  run_gather_pool(PSA_DTYPE_BF16, 1, 2, 333, 64, 32, 1, true, 23u);    // unaligned rows: scalar loads
+  run_gather_pool(PSA_DTYPE_BF16, 2, 1, 256, 128, 128, 0, false, 24u); // identity, exact blocks
+  run_gather_pool(PSA_DTYPE_F16, 1, 1, 1, 64, 32, 0, false, 25u);      // a single token
 }
 
 }  // namespace

@@ -254,32 +254,35 @@ class CudaBackend final : public Backend {
     mark(kStageEvStart);
     PSA_CUDA_TRY(cudaMemsetAsync(counts_, 0, sizeof(unsigned long long) * kNumSlots, stream),
                  "level counts: cudaMemsetAsync");
-    // 1. rearrange into contiguous copies.
+    // 1. rearrange into contiguous copies (Q here; K and V with the pyramid below for PSA).
     PSA_TRY(gather(a.q, a.q_stride, pb.heads_q, pb.len_q, data->q_src, w.q));
-    PSA_TRY(gather(a.k, a.k_stride, pb.heads_kv, pb.len_k, data->k_src, w.k));
-    PSA_TRY(gather(a.v, a.v_stride, pb.heads_kv, pb.len_k, data->k_src, w.v));
-    mark(kStageEvRearranged);
     const bool block_method = is_block_method(cfg);
     if (block_method) {
+      PSA_TRY(gather(a.k, a.k_stride, pb.heads_kv, pb.len_k, data->k_src, w.k));
+      PSA_TRY(gather(a.v, a.v_stride, pb.heads_kv, pb.len_k, data->k_src, w.v));
+      mark(kStageEvRearranged);
       // 2-4. rf_v2 / ada_bsa: no pyramid, no sampled importance; their own level map.
       mark(kStageEvPooled);
       mark(kStageEvImportance);
       PSA_TRY(enqueue_method_levels(cfg, plan, ws, w, stream));
     } else {
-      // 2. pyramid.
-      gpu::PoolArgs pa;
-      pa.dtype = pb.dtype;
-      pa.heads = pb.batch * pb.heads_kv;
-      pa.len = pb.len_k;
-      pa.head_dim = pb.head_dim;
-      pa.n_blocks = plan.k_blocks;
-      pa.block_n = plan.block_n;
-      pa.x = ws + w.k;
-      for (int l = 0; l < 3; ++l) pa.out[l] = ws + w.k_pooled[l];
-      PSA_TRY(gpu::pool_pyramid_cuda(pa, stream));
-      pa.x = ws + w.v;
-      for (int l = 0; l < 3; ++l) pa.out[l] = ws + w.v_pooled[l];
-      PSA_TRY(gpu::pool_pyramid_cuda(pa, stream));
+      mark(kStageEvRearranged);
+      // 2. K and V: rearranged copies and their pyramids in one pass over each.
+      const void* src[2] = {a.k, a.v};
+      const int64_t* str[2] = {a.k_stride, a.v_stride};
+      const uint64_t dst[2] = {w.k, w.v};
+      const uint64_t* pooled[2] = {w.k_pooled, w.v_pooled};
+      for (int t = 0; t < 2; ++t) {
+        g.src = src[t];
+        std::copy(str[t], str[t] + 4, g.stride);
+        g.heads = pb.heads_kv;
+        g.len = pb.len_k;
+        g.index = data->k_src;
+        g.dst = ws + dst[t];
+        void* out[3];
+        for (int l = 0; l < 3; ++l) out[l] = ws + pooled[t][l];
+        PSA_TRY(gpu::gather_pool_pyramid_cuda(g, plan.k_blocks, plan.block_n, out, stream));
+      }
       mark(kStageEvPooled);
       // 3. importance.
       gpu::OffsetArgs oa;

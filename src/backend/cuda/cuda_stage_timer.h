@@ -9,8 +9,8 @@ namespace psa {
 
 enum {
   kStageEvStart = 0,     // before rearrange
-  kStageEvRearranged,    // after the q/k/v gathers
-  kStageEvPooled,        // after the K/V pyramids
+  kStageEvRearranged,    // after the Q gather (block methods: the Q, K and V gathers)
+  kStageEvPooled,        // after the K/V gathers fused with their pyramids (PSA)
   kStageEvImportance,    // after sample offsets + block scores
   kStageEvMask,          // after sim cap + levels + work list
   kStageEvAttention,     // after attention (inverse rearrange fused into its epilogue)
