@@ -15,8 +15,37 @@ namespace psa {
 namespace gpu {
 namespace {
 
-// One thread per (head, level-8 token t, 8-element chunk of the head dim). Means match
-// pool_pyramid_cpu in fp32 (0.5 * (a + b) at each level) before the single rounding.
+// Levels 2, 4 and 8 of level-8 token t of `head` from the 8-element chunk at column `col` of its
+// 8 source positions (x[u]: position 8t + u, replicate-padded). Means match pool_pyramid_cpu in
+// fp32 (0.5 * (a + b) at each level) before the single rounding.
+template <typename T>
+__device__ __forceinline__ void store_pyramid(const uint4 (&x)[8], int64_t head, int64_t t, int64_t n8, int64_t d,
+                                              int64_t col, T* __restrict__ o2, T* __restrict__ o4,
+                                              T* __restrict__ o8) {
+  float l2[4][8];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    float a[8], b[8];
+    unpack8<T>(x[2 * u], a);
+    unpack8<T>(x[2 * u + 1], b);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) l2[u][e] = 0.5f * (a[e] + b[e]);
+    *reinterpret_cast<uint4*>(o2 + (head * n8 * 4 + t * 4 + u) * d + col) = pack8<T>(l2[u]);
+  }
+  float l4[2][8];
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) l4[u][e] = 0.5f * (l2[2 * u][e] + l2[2 * u + 1][e]);
+    *reinterpret_cast<uint4*>(o4 + (head * n8 * 2 + t * 2 + u) * d + col) = pack8<T>(l4[u]);
+  }
+  float l8[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) l8[e] = 0.5f * (l4[0][e] + l4[1][e]);
+  *reinterpret_cast<uint4*>(o8 + (head * n8 + t) * d + col) = pack8<T>(l8);
+}
+
+// One thread per (head, level-8 token t, 8-element chunk of the head dim).
 template <typename T>
 __global__ void pool_pyramid_kernel(const T* __restrict__ x, int64_t len, int64_t d,
                                     int64_t n8, T* __restrict__ o2, T* __restrict__ o4,
@@ -28,36 +57,18 @@ __global__ void pool_pyramid_kernel(const T* __restrict__ x, int64_t len, int64_
     const int64_t t = (c / chunks) % n8;
     const int64_t head = c / chunks / n8;
     const T* xh = x + head * len * d;
-    float l2[4][8];
+    uint4 src[8];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      float a[8], b[8];
-      const int64_t sa = pooled_source(t * 4 + u, 2, 0, len);
-      const int64_t sb = pooled_source(t * 4 + u, 2, 1, len);
-      unpack8<T>(__ldg(reinterpret_cast<const uint4*>(xh + sa * d + col)), a);
-      unpack8<T>(__ldg(reinterpret_cast<const uint4*>(xh + sb * d + col)), b);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) l2[u][e] = 0.5f * (a[e] + b[e]);
-      *reinterpret_cast<uint4*>(o2 + (head * n8 * 4 + t * 4 + u) * d + col) = pack8<T>(l2[u]);
-    }
-    float l4[2][8];
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) l4[u][e] = 0.5f * (l2[2 * u][e] + l2[2 * u + 1][e]);
-      *reinterpret_cast<uint4*>(o4 + (head * n8 * 2 + t * 2 + u) * d + col) = pack8<T>(l4[u]);
-    }
-    float l8[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) l8[e] = 0.5f * (l4[0][e] + l4[1][e]);
-    *reinterpret_cast<uint4*>(o8 + (head * n8 + t) * d + col) = pack8<T>(l8);
+    for (int u = 0; u < 8; ++u)
+      src[u] = __ldg(reinterpret_cast<const uint4*>(xh + pooled_source(t * 4 + u / 2, 2, u & 1, len) * d + col));
+    store_pyramid<T>(src, head, t, n8, d, col, o2, o4, o8);
   }
 }
 
 // Fused rearrange + pool: one thread per (b*heads + h, level-8 token t, 8-element chunk). Its
 // 8 positions 8t .. 8t+7 are read through the rearrangement (row i <- source row index[i])
 // from the strided source; positions < len are copied bit for bit to the contiguous level-1
-// tensor, and the pyramid is built from the same values with the same arithmetic as
+// tensor, and the pyramid is built from the same values by the same store_pyramid as
 // pool_pyramid_kernel (so the result equals gather_rows_cuda followed by pool_pyramid_cuda).
 // kVec: source rows are 16-byte aligned.
 template <typename T, bool kVec>
@@ -82,32 +93,13 @@ __global__ void gather_pool_kernel(const uint16_t* __restrict__ src, int64_t sb,
       for (int k = 0; k < 8; ++k) e[k] = s[k];
       return r;
     };
-    float l2[4][8];
+    uint4 src[8];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int64_t xa = t * 8 + 2 * u, xb = xa + 1;
-      const uint4 ra = load(pooled_source(t * 4 + u, 2, 0, len));
-      const uint4 rb = load(pooled_source(t * 4 + u, 2, 1, len));
-      if (xa < len) *reinterpret_cast<uint4*>(dh + xa * d) = ra;
-      if (xb < len) *reinterpret_cast<uint4*>(dh + xb * d) = rb;
-      float a[8], b[8];
-      unpack8<T>(ra, a);
-      unpack8<T>(rb, b);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) l2[u][e] = 0.5f * (a[e] + b[e]);
-      *reinterpret_cast<uint4*>(o2 + (bh * n8 * 4 + t * 4 + u) * d + col) = pack8<T>(l2[u]);
+    for (int u = 0; u < 8; ++u) {
+      src[u] = load(pooled_source(t * 4 + u / 2, 2, u & 1, len));
+      if (t * 8 + u < len) *reinterpret_cast<uint4*>(dh + (t * 8 + u) * d) = src[u];
     }
-    float l4[2][8];
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) l4[u][e] = 0.5f * (l2[2 * u][e] + l2[2 * u + 1][e]);
-      *reinterpret_cast<uint4*>(o4 + (bh * n8 * 2 + t * 2 + u) * d + col) = pack8<T>(l4[u]);
-    }
-    float l8[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) l8[e] = 0.5f * (l4[0][e] + l4[1][e]);
-    *reinterpret_cast<uint4*>(o8 + (bh * n8 + t) * d + col) = pack8<T>(l8);
+    store_pyramid<T>(src, bh, t, n8, d, col, o2, o4, o8);
   }
 }
 

@@ -209,14 +209,30 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
           all = all && valid;
           sTok[s * KT + rr] = valid ? static_cast<int32_t>(tok) : -1;
         }
-        // Rows past the stream's end get zeros (never NaN garbage into the products).
+        // Rows past the stream's end get zeros (never NaN garbage into the products); then one
+        // TMA box per entry and 64-column panel.
         T* dk = sK + s * KT * D;
         T* dv = sV + s * KT * D;
-        for (int c = loaded * NC + lane; c < KT * NC; c += 32) {
-          const int row = c / NC, cc = c % NC;
-          *reinterpret_cast<uint4*>(dk + tile_off<KT>(row, cc)) = make_uint4(0, 0, 0, 0);
-        }
-        fence_proxy_async();
+        auto zero_tail = [&](T* dst) {
+          for (int c = loaded * NC + lane; c < KT * NC; c += 32) {
+            const int row = c / NC, cc = c % NC;
+            *reinterpret_cast<uint4*>(dst + tile_off<KT>(row, cc)) = make_uint4(0, 0, 0, 0);
+          }
+          fence_proxy_async();
+        };
+        auto load_boxes = [&](T* dst, const CUtensorMap* map, uint32_t bar) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int e = lane + 32 * j;
+            if (e < entries) {
+              const int row0 = p.dense ? (w0 + (e << lg)) : ent[j] << lg;
+              for (int pn = 0; pn < kPanels; ++pn)
+                tma_load_4d(smem_addr(dst + pn * KT * 64 + (e << lg) * 64), map, bar, pn * 64, row0,
+                            static_cast<int>(hk), static_cast<int>(b));
+            }
+          }
+        };
+        zero_tail(dk);
         all = __all_sync(0xffffffffu, all) != 0;
         if (lane == 0) sFlag[s * 4] = sFlag[s * 4 + 1] = sFlag[s * 4 + 2] = sFlag[s * 4 + 3] = all;
         __syncwarp();
@@ -225,34 +241,12 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
           mbar_arrive_expect_tx(bar_k(s), bytes);  // releases sTok / sFlag / zeros
         else
           mbar_arrive(bar_k(s));
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int e = lane + 32 * j;
-          if (e < entries) {
-            const int row0 = p.dense ? (w0 + (e << lg)) : ent[j] << lg;
-            for (int pn = 0; pn < kPanels; ++pn)
-              tma_load_4d(smem_addr(dk + pn * KT * 64 + (e << lg) * 64), &sp.k[li], bar_k(s), pn * 64, row0,
-                          static_cast<int>(hk), static_cast<int>(b));
-          }
-        }
+        load_boxes(dk, &sp.k[li], bar_k(s));
         if (u_ring >= S) mbar_wait(bar_ev(s), use_parity);
-        for (int c = loaded * NC + lane; c < KT * NC; c += 32) {
-          const int row = c / NC, cc = c % NC;
-          *reinterpret_cast<uint4*>(dv + tile_off<KT>(row, cc)) = make_uint4(0, 0, 0, 0);
-        }
-        fence_proxy_async();
+        zero_tail(dv);
         __syncwarp();
         if (lane == 0) mbar_arrive_expect_tx(bar_v(s), bytes);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int e = lane + 32 * j;
-          if (e < entries) {
-            const int row0 = p.dense ? (w0 + (e << lg)) : ent[j] << lg;
-            for (int pn = 0; pn < kPanels; ++pn)
-              tma_load_4d(smem_addr(dv + pn * KT * 64 + (e << lg) * 64), &sp.v[li], bar_v(s), pn * 64, row0,
-                          static_cast<int>(hk), static_cast<int>(b));
-          }
-        }
+        load_boxes(dv, &sp.v[li], bar_v(s));
       }
       T0 += total;
     }
