@@ -59,13 +59,13 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads, (D == 64 ? 2 : 1)
 
   // Tokens per level in this row's packed stream, tiles per level and list offsets; kept in
   // shared memory because they are indexed by a run-time level (registers would spill).
-  __shared__ int32_t ntok[4], tiles[4], woff[4];
-  __shared__ int32_t s_total;
-  if (tid == 0) {
-    s_total = plan_row_stream(p, row_id, x0, BM, KT, ntok, tiles, woff);
-  }
+  __shared__ RowPlan plan;
+  if (tid == 0) plan_row_stream(p, row_id, x0, BM, KT, &plan);
   __syncthreads();
-  const int32_t total = s_total;
+  const int32_t total = plan.total;
+  const int32_t* ntok = plan.ntok;
+  const int32_t* tiles = plan.tiles;
+  const int32_t* woff = plan.woff;
   const int32_t* wl = p.dense ? nullptr : p.wl_blocks + row_id * p.nk;
 
   // Q tile (rows past len_q are zero-filled, computed, never stored).

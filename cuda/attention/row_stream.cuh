@@ -10,10 +10,19 @@
 namespace psa {
 namespace gpu {
 
-// Tokens per level (ntok), tiles per level (tiles) and work-list offsets (woff) of query
-// block x0 / bm in row `row_id`; returns the total tile count. Run by one thread.
-__device__ __forceinline__ int32_t plan_row_stream(const AttnKernelParams& p, int64_t row_id, int64_t x0, int bm,
-                                                   int kt, int32_t* ntok, int32_t* tiles, int32_t* woff) {
+// The packed key stream of one query block: tokens, tiles and work-list offsets per level,
+// and the total tile count.
+struct RowPlan {
+  int32_t ntok[4], tiles[4], woff[4];
+  int32_t total;
+};
+
+// The plan of query block x0 / bm in row `row_id`. Run by one thread.
+__device__ __forceinline__ void plan_row_stream(const AttnKernelParams& p, int64_t row_id, int64_t x0, int bm, int kt,
+                                                RowPlan* plan) {
+  int32_t* ntok = plan->ntok;
+  int32_t* tiles = plan->tiles;
+  int32_t* woff = plan->woff;
   if (p.dense) {
     int64_t lim = p.len_k;
     if (p.causal) {  // keys past the block's last row are invisible to every row of it
@@ -39,7 +48,7 @@ __device__ __forceinline__ int32_t plan_row_stream(const AttnKernelParams& p, in
     tiles[li] = (ntok[li] + kt - 1) / kt;
     sum += tiles[li];
   }
-  return sum;
+  plan->total = sum;
 }
 
 // Level index of tile t and the stream position w0 of its first key within that level.

@@ -60,10 +60,9 @@ struct Traits {
   static constexpr size_t kOffFlag = kOffTok + sizeof(int32_t) * kStages * kKT;
   static constexpr size_t kOffBar = kOffFlag + sizeof(int32_t) * kStages * 4;
   static constexpr int kBars = 4 * kStages + 4;  // full K, full V, empty K, empty V; Q full, Q free x 2
-  static constexpr size_t kOffMeta = kOffBar + sizeof(uint64_t) * kBars;
-  static constexpr size_t kMetaInts = 2 * 16;  // per Q slot: row plan (ntok, tiles, woff, total)
+  static constexpr size_t kOffPlan = kOffBar + sizeof(uint64_t) * kBars;  // a RowPlan per Q slot
   // +1024: the dynamic shared window is rounded up to the 1024-byte swizzle atom.
-  static constexpr size_t kSmemBytes = kOffMeta + sizeof(int32_t) * kMetaInts + 1024;
+  static constexpr size_t kSmemBytes = kOffPlan + 2 * sizeof(RowPlan) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "fits the sm90 shared-memory carve-out");
   static_assert(kOffK % 1024 == 0 && kOffV % 1024 == 0 && kTileBytes % 1024 == 0,
                 "swizzle atoms start on 1024 bytes");
@@ -107,10 +106,9 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   auto bar_ev = [&](int s) { return bar0 + 8u * (3 * S + s); };
   auto bar_qf = [&](int q) { return bar0 + 8u * (4 * S + q); };
   auto bar_qe = [&](int q) { return bar0 + 8u * (4 * S + 2 + q); };
-  // Q slot q and its row plan: tokens per level in the packed stream, tiles per level, list
-  // offsets, total tiles.
+  // Q slot q and its row plan.
   auto q_slot = [&](int q) { return reinterpret_cast<T*>(smem + Tr::kOffQ + q * Tr::kQBytes); };
-  auto plan_of = [&](int q) { return reinterpret_cast<int32_t*>(smem + Tr::kOffMeta) + 16 * q; };
+  auto plan_of = [&](int q) { return reinterpret_cast<RowPlan*>(smem + Tr::kOffPlan) + q; };
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int wg = tid / 128;
@@ -158,26 +156,26 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       const int64_t hk = h / p.group;
       const int64_t x0 = i * BM;
       const int q = n & 1;
-      int32_t* plan = plan_of(q);
+      RowPlan* plan = plan_of(q);
       if (n >= 2) mbar_wait(bar_qe(q), ((n >> 1) - 1) & 1);
       if (lane == 0) {
-        plan[12] = plan_row_stream(p, r, x0, BM, KT, plan, plan + 4, plan + 8);
+        plan_row_stream(p, r, x0, BM, KT, plan);
         mbar_arrive_expect_tx(bar_qf(q), static_cast<uint32_t>(Tr::kQBytes));  // releases the plan
         for (int pn = 0; pn < kPanels; ++pn)
           tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64), &sp.q, bar_qf(q), pn * 64, static_cast<int>(x0),
                       static_cast<int>(h), static_cast<int>(b));
       }
       __syncwarp();
-      const int32_t* ntok = plan;
-      const int32_t* woff = plan + 8;
-      const int32_t total = plan[12];
+      const int32_t* ntok = plan->ntok;
+      const int32_t* woff = plan->woff;
+      const int32_t total = plan->total;
       const int32_t* wl = p.dense ? nullptr : p.wl_blocks + r * p.nk;
       for (int32_t t = 0; t < total; ++t) {
         const int32_t u_ring = T0 + t;
         const int s = u_ring % S;
         const uint32_t use_parity = ((u_ring / S) - 1) & 1;  // phase of the stage's previous use
         int32_t w0;
-        const int li = level_of_tile(t, plan + 4, KT, w0);
+        const int li = level_of_tile(t, plan->tiles, KT, w0);
         const int32_t P = sp.box_rows[li];  // rows per entry (= per TMA box), a power of two
         const int lg = 31 - __clz(P);
         const int32_t rows = min(KT, ntok[li] - w0);
@@ -375,8 +373,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     T* sQ = q_slot(q);
     q_addr = smem_addr(sQ) + cw * 64 * 128;
     mbar_wait(bar_qf(q), (n >> 1) & 1);
-    tiles = plan_of(q) + 4;
-    const int32_t total = plan_of(q)[12];
+    tiles = plan_of(q)->tiles;
+    const int32_t total = plan_of(q)->total;
 #pragma unroll
     for (int j = 0; j < D / 2; ++j) o[j] = 0.0f;
     m_run[0] = m_run[1] = neg_inf();
@@ -530,10 +528,8 @@ cudaError_t launch_sparse_attention_sm90(const AttnKernelParams& p, int64_t batc
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(Tr::kSmemBytes));
   if (e != cudaSuccess) return e;
-  int dev = 0, sms = 0;
-  if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-      (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
-    return e;
+  int sms = 0;
+  if ((e = current_sm_count(&sms)) != cudaSuccess) return e;
   int64_t ctas = p.mq * p.heads_q * batch;
   if (ctas > sms) ctas = sms;
   if (p.max_ctas > 0 && ctas > p.max_ctas) ctas = p.max_ctas;
