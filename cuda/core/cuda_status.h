@@ -29,6 +29,25 @@ inline psa_status cuda_status(cudaError_t e, const char* what) {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The current device's opt-in shared memory per block in bytes, or 0 (error cleared) when it
+// cannot be queried.
+inline int smem_optin_limit() {
+  int dev = 0, limit = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return limit;
+}
+
+// Blocks of a grid-stride loop over `items` with `per_block` items per block per sweep: enough to
+// cover them in one sweep, at most `cap` (the loop takes the rest).
+inline unsigned grid_stride_blocks(int64_t items, int64_t per_block, int64_t cap) {
+  const int64_t want = ceil_div(items, per_block);
+  return static_cast<unsigned>(want < cap ? want : cap);
+}
+
 }  // namespace gpu
 }  // namespace psa
 

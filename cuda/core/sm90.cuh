@@ -116,6 +116,14 @@ inline TensorMapEncodeFn tensor_map_encoder() {
   return fn;
 }
 
+// SMs of the current device (the persistent grids: one CTA per SM).
+inline cudaError_t current_sm_count(int* sms) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
+  return e;
+}
+
 // True when `kernel` (any kernel of this library: all are built for the same architecture
 // list) runs its sm_90a image on the current device: compute capability 9.x and the driver
 // picked 90 as binaryVersion (a PTX/JIT or sm_80 image would run the empty body). Cached per

@@ -207,12 +207,8 @@ psa_status launch_tile(const LevelKernelParams& p, dim3 grid, cudaStream_t strea
 }  // namespace
 
 int64_t max_mask_blocks() {
-  int dev = 0, limit = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
+  const int limit = smem_optin_limit();
+  if (limit == 0) return 0;
   int64_t n = 0;
 #define PSA_FITS(T, I) \
   if (tile_smem_bytes<T, I>() <= static_cast<size_t>(limit)) n = int64_t{T} * I;

@@ -77,7 +77,7 @@ psa_status launch_sim_cap(const SimCapKernelParams& p, int64_t heads, cudaStream
                                     static_cast<int>(smem)),
                "sim_cap_kernel: cudaFuncSetAttribute");
   const int64_t pairs = heads * p.nk;
-  const unsigned grid = static_cast<unsigned>(pairs < kMaxGrid ? pairs : kMaxGrid);
+  const unsigned grid = grid_stride_blocks(pairs, 1, kMaxGrid);
   sim_cap_kernel<T><<<grid, 128, smem, stream>>>(p, pairs);
   return launch_status("sim_cap_kernel");
 }

@@ -76,8 +76,7 @@ psa_status build_worklist_cuda(const WorklistArgs& a, cudaStream_t stream) {
   if (a.rows == 0 || a.nk == 0) return PSA_OK;
   PSA_RETURN_IF(a.nk > INT32_MAX, PSA_ERR_UNSUPPORTED, "work list: %lld key blocks",
                 static_cast<long long>(a.nk));
-  const int64_t want = ceil_div(a.rows, kWarps);
-  const unsigned grid = static_cast<unsigned>(want < kMaxGrid ? want : kMaxGrid);
+  const unsigned grid = grid_stride_blocks(a.rows, kWarps, kMaxGrid);
   worklist_kernel<<<grid, kWarps * 32, 0, stream>>>(a.levels, a.rows, a.nk, a.blocks, a.count, a.stats);
   return launch_status("worklist_kernel");
 }

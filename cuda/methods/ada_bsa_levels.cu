@@ -165,16 +165,6 @@ size_t ada_smem_bytes(int64_t nb, int64_t d) {
   return static_cast<size_t>(region_floats(nb, d) + nb + kG * kG + 2 * kG) * sizeof(float);
 }
 
-int smem_optin_limit() {
-  int dev = 0, limit = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return limit;
-}
-
 template <typename T>
 psa_status launch(const AdaParams& p, int64_t batch, cudaStream_t stream) {
   const size_t smem = ada_smem_bytes(p.nb, p.d);

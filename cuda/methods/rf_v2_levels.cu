@@ -86,16 +86,6 @@ size_t rows_smem_bytes(int64_t nb, int64_t d) {
   return static_cast<size_t>(d + nb + sort_length(nb)) * sizeof(float);
 }
 
-int smem_optin_limit() {
-  int dev = 0, limit = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return limit;
-}
-
 template <typename T>
 void launch_means(const RfV2MaskArgs& a, int64_t nb, float* qbar, float* kbar, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(nb * (a.heads_q + a.heads_kv)), static_cast<unsigned>(a.batch));

@@ -110,8 +110,7 @@ psa_status launch_gather_pool(const GatherArgs& g, int64_t n_blocks, int64_t blo
   const int64_t total = g.batch * g.heads * n8 * (g.head_dim / 8);
   if (total == 0 || g.len == 0) return PSA_OK;
   const int threads = 256;
-  const int64_t want = ceil_div(total, threads);
-  const unsigned blocks = static_cast<unsigned>(want < 65536 * 8 ? want : 65536 * 8);
+  const unsigned blocks = grid_stride_blocks(total, threads, 65536 * 8);
   const bool vec = reinterpret_cast<uintptr_t>(g.src) % 16 == 0 && g.stride[0] % 8 == 0 && g.stride[1] % 8 == 0 &&
                    g.stride[2] % 8 == 0;
   const auto* src = static_cast<const uint16_t*>(g.src);
@@ -134,8 +133,7 @@ psa_status launch_pool(const PoolArgs& a, cudaStream_t stream) {
   const int64_t total = a.heads * n8 * (a.head_dim / 8);
   if (total == 0) return PSA_OK;
   const int threads = 256;
-  const int64_t want = ceil_div(total, threads);
-  const unsigned blocks = static_cast<unsigned>(want < 65536 * 8 ? want : 65536 * 8);
+  const unsigned blocks = grid_stride_blocks(total, threads, 65536 * 8);
   pool_pyramid_kernel<T><<<blocks, threads, 0, stream>>>(
       static_cast<const T*>(a.x), a.len, a.head_dim, n8, static_cast<T*>(a.out[0]),
       static_cast<T*>(a.out[1]), static_cast<T*>(a.out[2]), total);

@@ -42,14 +42,14 @@ psa_status launch_gather(const GatherArgs& a, bool vec, cudaStream_t stream) {
   const int64_t total = a.batch * a.heads * a.len * chunks;
   if (total == 0) return PSA_OK;
   const int threads = 256;
-  const int64_t blocks = ceil_div(total, threads) < 65536 * 8 ? ceil_div(total, threads) : 65536 * 8;
+  const unsigned blocks = grid_stride_blocks(total, threads, 65536 * 8);
   const auto* src = static_cast<const uint16_t*>(a.src);
   auto* dst = static_cast<uint16_t*>(a.dst);
   if (vec)
-    gather_rows_kernel<true><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
+    gather_rows_kernel<true><<<blocks, threads, 0, stream>>>(
         src, a.stride[0], a.stride[1], a.stride[2], dst, a.heads, a.len, chunks, a.index, total);
   else
-    gather_rows_kernel<false><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
+    gather_rows_kernel<false><<<blocks, threads, 0, stream>>>(
         src, a.stride[0], a.stride[1], a.stride[2], dst, a.heads, a.len, chunks, a.index, total);
   return launch_status("gather_rows_kernel");
 }
