@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # benchmarks/device_run.sh -- one device call: build, GPU tests, (MEMCHECK=1) compute-sanitizer
-# memcheck on them, (RACECHECK_FILTER=...) racecheck on a subset, the benchmark (psa_bench + cuDNN SDPA), (NCU=1) one ncu capture of the dense
+# memcheck on them, (TIMINGS=filter) disabled timing tests, (RACECHECK_FILTER=...) racecheck on a subset, the benchmark (psa_bench + cuDNN SDPA), (NCU=1) one ncu capture of the dense
 # kernel at Wan2.1-1.3B. Logs under $OUT (at most 8 files). SHAPES picks the benchmark shapes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,6 +15,12 @@ echo "build ok $(( $(date +%s) - t0 )) s"
 t0=$(date +%s)
 "$b/tests/psa_cuda_tests" >"$out/gpu_tests.log" 2>&1
 echo "gpu tests rc=$? $(( $(date +%s) - t0 )) s: $(grep -E '^\[  PASSED|^\[  FAILED|tests ran' "$out/gpu_tests.log" | tr '\n' ' ')"
+if [ -n "${TIMINGS:-}" ]; then  # disabled timing tests, e.g. TIMINGS=CudaImportance.DISABLED_StandardShapeTimings
+  t0=$(date +%s)
+  "$b/tests/psa_cuda_tests" --gtest_also_run_disabled_tests --gtest_filter="$TIMINGS" >"$out/timings.log" 2>&1
+  echo "timings rc=$? $(( $(date +%s) - t0 )) s"
+  grep -vE '^\[ |^$|^Note:' "$out/timings.log" | head -60
+fi
 if [ -n "${MEMCHECK:-}" ]; then
   t0=$(date +%s)
   timeout "${MEMCHECK_TIMEOUT:-200}" compute-sanitizer --tool memcheck --error-exitcode 99 \

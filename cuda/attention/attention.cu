@@ -60,6 +60,7 @@ psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
   p.q_sb = a.q_stride[0];
   p.q_sh = a.q_stride[1];
   p.q_sl = a.q_stride[2];
+  p.q_rows = a.q_rows;
   const int64_t nk = ceil_div(a.len_k, a.block_n);
   p.k[0] = a.k;
   p.v[0] = a.v;

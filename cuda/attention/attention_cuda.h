@@ -24,6 +24,7 @@ struct AttentionArgs {
   // attention_rows_aligned).
   const void* q = nullptr;
   int64_t q_stride[4] = {0, 0, 0, 1};
+  const int64_t* q_rows = nullptr;   // [Lq] row x of the problem reads q row q_rows[x]; NULL = x
   const void* k = nullptr;
   int64_t k_stride[4] = {0, 0, 0, 1};
   const void* v = nullptr;

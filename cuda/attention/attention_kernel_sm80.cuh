@@ -75,7 +75,8 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads, (D == 64 ? 2 : 1)
       const int r = c / NC, cc = c % NC;
       const int64_t x = x0 + r;
       const bool valid = x < p.len_q;
-      cp_async_16(sQ + swz<D>(r, cc), valid ? qb + x * p.q_sl + cc * 8 : qb, valid);
+      const int64_t src = valid && p.q_rows != nullptr ? p.q_rows[x] : x;
+      cp_async_16(sQ + swz<D>(r, cc), valid ? qb + src * p.q_sl + cc * 8 : qb, valid);
     }
   }
 

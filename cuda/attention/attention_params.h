@@ -10,6 +10,7 @@ namespace gpu {
 struct AttnKernelParams {
   const void* q;
   int64_t q_sb, q_sh, q_sl;
+  const int64_t* q_rows;     // problem row x reads q row q_rows[x], or NULL (identity)
   // K/V per level index 0..3 (levels 1, 2, 4, 8); strides in elements, rows 16-byte aligned.
   const void* k[4];
   const void* v[4];

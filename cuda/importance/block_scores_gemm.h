@@ -16,6 +16,37 @@ namespace gpu {
 // power-of-two q_count/k_count <= 128, head_dim 64 or 128, and a.scratch_bytes >= one slot.
 psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream);
 
+// The query rows the score kernels read: q [B, Hq, Lq, D] at element strides (sb, sh, sl),
+// problem row x at tensor row index[x] (NULL: x). Filled from ScoreArgs by q_row_source.
+struct QRowSource {
+  const void* base;
+  int64_t sb, sh, sl;
+  const int64_t* index;
+#ifdef __CUDACC__
+  template <typename T>
+  __device__ __forceinline__ const T* row(int64_t b, int64_t h, int64_t x) const {
+    return static_cast<const T*>(base) + b * sb + h * sh + (index != nullptr ? index[x] : x) * sl;
+  }
+#endif
+};
+// q_stride {0, 0, 0, 1} means contiguous [B, Hq, Lq, D].
+inline QRowSource q_row_source(const ScoreArgs& a) {
+  const bool contiguous = a.q_stride[0] == 0 && a.q_stride[1] == 0 && a.q_stride[2] == 0;
+  QRowSource s;
+  s.base = a.q;
+  s.sb = contiguous ? a.heads_q * a.len_q * a.head_dim : a.q_stride[0];
+  s.sh = contiguous ? a.len_q * a.head_dim : a.q_stride[1];
+  s.sl = contiguous ? a.head_dim : a.q_stride[2];
+  s.index = a.q_rows;
+  return s;
+}
+// Every row q_row_source(a) can address starts on 16 bytes (cp.async of 16-byte chunks).
+inline bool q_rows_aligned(const ScoreArgs& a) {
+  const QRowSource s = q_row_source(a);
+  return reinterpret_cast<uintptr_t>(s.base) % 16 == 0 && s.sb % 8 == 0 && s.sh % 8 == 0 && s.sl % 8 == 0 &&
+         a.q_stride[3] == 1;
+}
+
 namespace score_gemm {
 
 // Resident CTAs per SM the kernel is built for (__launch_bounds__): d128 needs ~220 registers
@@ -24,7 +55,7 @@ constexpr int score_gemm_min_ctas(int64_t head_dim) { return head_dim == 64 ? 2 
 
 // Kernel parameters: raw pointers and 64-bit extents, converted once from ScoreArgs.
 struct GemmScoreParams {
-  const void* q;
+  QRowSource q;
   const void* k;
   int64_t heads_q, group, len_q, len_k, block_m, block_n, mq, nk;
   int64_t row_tiles;  // per (b, h)

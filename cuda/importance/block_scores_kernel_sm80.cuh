@@ -40,8 +40,7 @@ struct ScoreGemmTraits {
   static constexpr size_t kSmemK = sizeof(uint16_t) * kStages * kKeys * D;
   static constexpr size_t kSmemOff = sizeof(int32_t) * 256;        // q and k offsets
   static constexpr size_t kSmemM = sizeof(float) * kRows;          // row maxima
-  static constexpr size_t kSmemTot = sizeof(double) * kRows;       // per-block row sums
-  static constexpr size_t kSmem = kSmemQ + kSmemK + kSmemOff + kSmemM + kSmemTot;
+  static constexpr size_t kSmem = kSmemQ + kSmemK + kSmemOff + kSmemM;
   static_assert(kRows == kWarps * 16 * kMT, "a CTA tile is 8 warps x kMT m16 tiles");
   static_assert(kKeys % kSub == 0 && kSub % 16 == 0, "whole ldmatrix.x4 groups per pass");
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
@@ -168,7 +167,6 @@ __global__ void __launch_bounds__(ScoreGemmTraits<D>::kThreads, ScoreGemmTraits<
   int32_t* s_qo = reinterpret_cast<int32_t*>(sk + kStages * kKeys * D);    // [128]
   int32_t* s_ko = s_qo + 128;                                              // [128]
   float* s_m = reinterpret_cast<float*>(s_ko + 128);                       // [kRows]
-  double* s_tot = reinterpret_cast<double*>(s_m + kRows);                  // [kRows]
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int warp_row = warp * 32;
@@ -181,7 +179,6 @@ __global__ void __launch_bounds__(ScoreGemmTraits<D>::kThreads, ScoreGemmTraits<
   for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
     const int64_t bh = tile / p.row_tiles, rt = tile % p.row_tiles;
     const int64_t b = bh / p.heads_q, h = bh % p.heads_q;
-    const T* q = static_cast<const T*>(p.q) + bh * p.len_q * D;
     const T* k = static_cast<const T*>(p.k) + (b * (p.heads_q / p.group) + h / p.group) * p.len_k * D;
     if (tid < p.q_count) s_qo[tid] = p.q_off[bh * p.q_count + tid];
     if (tid < KC) s_ko[tid] = p.k_off[bh * KC + tid];
@@ -193,7 +190,7 @@ __global__ void __launch_bounds__(ScoreGemmTraits<D>::kThreads, ScoreGemmTraits<
       const int64_t i = rt * nqb + (r >> p.q_shift);
       const bool valid = i < p.mq;
       const int64_t tok = valid ? sampled_token(i, p.block_m, s_qo[r & (p.q_count - 1)], p.len_q) : 0;
-      cp_async_16(sq + swz<D>(r, cc), q + tok * D + cc * 8, valid);
+      cp_async_16(sq + swz<D>(r, cc), p.q.row<T>(b, h, tok) + cc * 8, valid);
     }
     cp_async_commit();
     // Sampled keys, stage t: key s = t*kKeys + r is sample s mod KC of key block s / KC.
@@ -269,8 +266,8 @@ __global__ void __launch_bounds__(ScoreGemmTraits<D>::kThreads, ScoreGemmTraits<
     }
     __syncthreads();  // s_m and the scratch slot are complete; K stages are free
 
-    finish_tile<kThreads>(p, scratch, s_m, s_tot, bh, rt, tid, [] { __syncthreads(); });
-    __syncthreads();  // s_qo/s_ko/s_m/s_tot, the scratch slot and the Q stage are reused
+    finish_tile(p, scratch, s_m, bh, rt, warp, Tr::kWarps, lane);
+    __syncthreads();  // s_qo/s_ko/s_m, the scratch slot and the Q stage are reused
   }
 }
 

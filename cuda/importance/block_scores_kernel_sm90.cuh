@@ -15,8 +15,12 @@
 //     elementwise fmax of S into a register tile M[64 rows][64 blocks] (column 8i + 2tq + e of
 //     S is block 8(i mod 8) + 2tq + e of offset c + i/8): no shuffles, no per-tile stores. After
 //     the last offset of a chunk, a = scale * M goes to the scratch slot and the row maxima.
-//     After the sweep: finish_tile (block_scores_finish.cuh); then the next tile's query rows
-//     are gathered by cp.async.
+//     After the sweep the consumers hand the tile (its scratch slot and row maxima) to the
+//     finishers and go straight on: the next tile's query rows are gathered by cp.async;
+//   warps 1-3 of warpgroup 0 (finishers): finish_tile (block_scores_finish.cuh) of tile n while
+//     the consumers sweep tile n + 1. Each CTA has two scratch slots and two row-maxima buffers;
+//     tile n uses slot n % 2, handed over by named barriers (ready: consumers -> finishers,
+//     free: finishers -> consumers).
 // The last chunk packs 128/W offsets of W = 8/16/32/64 blocks (the fewest that cover it) into a
 // stage; the block past the last full one (replicate padding: clamped tokens, which TMA cannot
 // express) is a stage of its own, gathered by cp.async, whose 128 columns all belong to it.
@@ -42,18 +46,20 @@ namespace gpu {
 namespace score_gemm {
 
 // d128: Q 64 KB + 4 stages x 32 KB = 192 KB; d64: Q 32 KB + 8 stages x 16 KB = 160 KB; one CTA
-// per SM either way. Consumers hold two S accumulators (2 x 64 fp32) and M (2 halves x 32).
+// per SM either way, with two scratch slots (score_scratch_slots gives two per SM). Consumers
+// hold two S accumulators (2 x 64 fp32) and M (2 halves x 32).
 template <int D>
 struct Sm90ScoreTraits {
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
   static constexpr int kRows = static_cast<int>(kScoreTileRows);
   static constexpr int kThreads = 384;          // producer warpgroup + 2 consumer warpgroups
   static constexpr int kConsumers = 256;
+  static constexpr int kFinishWarps = 3;        // warps 1-3 of the producer warpgroup
   static constexpr int kKeys = 128;             // keys per stage = wgmma N
   static constexpr int kChunk = 64;             // key blocks per chunk (M columns)
   static constexpr int kStages = D == 64 ? 8 : 4;
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;     // 128 * 40 + 256 * 232 = 64512 <= 65536
+  static constexpr int kProducerRegs = 56;
+  static constexpr int kConsumerRegs = 224;     // 128 * 56 + 256 * 224 = 64512 = 384 * 168
   static constexpr int kChunks16 = D / 8;       // 16-byte chunks per row
   static constexpr size_t kQBytes = size_t{2} * kRows * D;
   static constexpr size_t kStageBytes = size_t{2} * kKeys * D;
@@ -61,15 +67,14 @@ struct Sm90ScoreTraits {
   static constexpr size_t kOffK = kOffQ + kQBytes;
   static constexpr size_t kOffQo = kOffK + kStages * kStageBytes;
   static constexpr size_t kOffM = kOffQo + sizeof(int32_t) * 128;
-  static constexpr size_t kOffTot = kOffM + sizeof(float) * kRows;
-  static constexpr size_t kOffBar = kOffTot + sizeof(double) * kRows;
+  static constexpr size_t kOffBar = kOffM + sizeof(float) * 2 * kRows;  // row maxima per slot
   static constexpr int kBars = 2 * kStages;     // full, empty
   // +1024: the dynamic shared window is rounded up to the 1024-byte swizzle atom.
   static constexpr size_t kSmem = kOffBar + sizeof(uint64_t) * kBars + 1024;
   static_assert(kRows == 2 * 128, "two consumer warpgroups of 2 x 64 rows");
   static_assert(kKeys == 2 * kChunk, "a full-chunk stage holds two offsets");
   static_assert(kOffK % 1024 == 0 && kStageBytes % 1024 == 0, "swizzle atoms start on 1024 bytes");
-  static_assert(kOffTot % 8 == 0 && kOffBar % 8 == 0, "doubles and mbarriers are 8-byte aligned");
+  static_assert(kOffBar % 8 == 0, "mbarriers are 8-byte aligned");
   static_assert(kSmem <= 227 * 1024, "fits the sm90 shared-memory opt-in");
 };
 
@@ -197,15 +202,21 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
   T* sQ = reinterpret_cast<T*>(smem + Tr::kOffQ);  // [D/64][256][64] swizzled
   T* sK = reinterpret_cast<T*>(smem + Tr::kOffK);  // [S][D/64][128][64] swizzled
   int32_t* s_qo = reinterpret_cast<int32_t*>(smem + Tr::kOffQo);
-  float* s_m = reinterpret_cast<float*>(smem + Tr::kOffM);
-  double* s_tot = reinterpret_cast<double*>(smem + Tr::kOffTot);
+  float* s_m = reinterpret_cast<float*>(smem + Tr::kOffM);  // [2][kRows]
   const uint32_t bar0 = smem_addr(smem + Tr::kOffBar);
   auto bar_full = [&](int s) { return bar0 + 8u * s; };        // stage landed
   auto bar_empty = [&](int s) { return bar0 + 8u * (S + s); };  // stage read by all 8 consumer warps
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
   const int kc = sp.k_count;
-  float* scratch = p.scratch + static_cast<int64_t>(blockIdx.x) * p.nk * kRows;
+  // Tile n of this CTA (tile blockIdx.x + n * gridDim.x) uses slot n % 2: scratch slot
+  // blockIdx.x + (n % 2) * gridDim.x (< the number of tiles, so the workspace has it) and
+  // s_m + (n % 2) * kRows. Named barriers (id, threads): ready(q) = 2 + q, free(q) = 4 + q,
+  // each over the 256 consumers and the finisher warps.
+  auto slot_scratch = [&](int n) {
+    return p.scratch + (static_cast<int64_t>(blockIdx.x) + (n & 1) * static_cast<int64_t>(gridDim.x)) * p.nk * kRows;
+  };
+  constexpr int kHandOver = Tr::kConsumers + 32 * Tr::kFinishWarps;
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(bar_full(s), 1);   // producer lane 0 (+ TMA bytes)
@@ -218,7 +229,22 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
   if (wg == 0) {
     // ================================ producer ================================
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegs));
-    if (warp != 0) return;
+    if (warp != 0) {
+      // ============================== finishers ==============================
+      int n = 0;
+      for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++n) {
+        const int q = n & 1;
+        named_bar_sync(2 + q, kHandOver);  // the consumers' slot writes are visible
+        finish_tile(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles, warp - 1,
+                    Tr::kFinishWarps, lane);
+        // The consumers wait for this slot again only when the CTA has tile n + 2.
+        if (tile + 2 * static_cast<int64_t>(gridDim.x) < p.tiles) {
+          __threadfence_block();
+          named_bar_arrive(4 + q, kHandOver);
+        }
+      }
+      return;
+    }
     uint32_t it = 0;
     for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
       const int64_t bh = tile / p.row_tiles;
@@ -287,9 +313,13 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
 
   float sa[64], sb[64], m0[32], m1[32];
   uint32_t it = 0;
-  for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+  int n = 0;
+  for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++n) {
     const int64_t bh = tile / p.row_tiles, rt = tile % p.row_tiles;
-    const T* q = static_cast<const T*>(p.q) + bh * p.len_q * D;
+    const int64_t b = bh / p.heads_q, h = bh % p.heads_q;
+    float* scratch = slot_scratch(n);
+    float* sm_slot = s_m + (n & 1) * kRows;
+    if (n >= 2) named_bar_sync(4 + (n & 1), kHandOver);  // the finishers are done with tile n - 2
     if (ct < p.q_count) s_qo[ct] = p.q_off[bh * p.q_count + ct];
     sync_consumers();
     // Sampled query rows: row r is sample (r mod q_count) of block rt*nqb + r/q_count.
@@ -298,7 +328,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       const int64_t i = rt * nqb + (r >> p.q_shift);
       const bool valid = i < p.mq;
       const int64_t tok = valid ? sampled_token(i, p.block_m, s_qo[r & (p.q_count - 1)], p.len_q) : 0;
-      cp_async_16(sQ + tile_off<kRows>(r, cc), q + tok * D + cc * 8, valid);
+      cp_async_16(sQ + tile_off<kRows>(r, cc), p.q.row<T>(b, h, tok) + cc * 8, valid);
     }
     cp_async_commit();
     cp_async_wait<0>();
@@ -337,11 +367,11 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
         float x = rm[hh][r];
         x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
         x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-        if (tq == 0) s_m[row0 + hh * 64 + r * 8] = x;
+        if (tq == 0) sm_slot[row0 + hh * 64 + r * 8] = x;
       }
-    sync_consumers();  // s_m and the scratch slot are complete
-    finish_tile<Tr::kConsumers>(p, scratch, s_m, s_tot, bh, rt, ct, sync_consumers);
-    sync_consumers();  // s_qo/s_m/s_tot, the scratch slot and sQ are reused
+    __threadfence_block();
+    named_bar_arrive(2 + (n & 1), kHandOver);  // slot n % 2 (scratch and row maxima) to the finishers
+    sync_consumers();  // s_qo and sQ are reused (every warpgroup's products are complete)
   }
 #endif  // PSA_SM90_DEVICE
 }

@@ -16,7 +16,7 @@ psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream) {
   PSA_RETURN_IF(!score_gemm_supported(a.q_count, a.k_count), PSA_ERR_INTERNAL,
                 "importance: GEMM path with %d/%d samples per block", a.q_count, a.k_count);
   GemmScoreParams p{};
-  p.q = a.q;
+  p.q = q_row_source(a);
   p.k = a.k;
   p.heads_q = a.heads_q;
   p.group = a.heads_q / a.heads_kv;
@@ -70,7 +70,10 @@ psa_status score_scratch_slots(int64_t head_dim, int64_t* slots) {
   PSA_CUDA_TRY(cudaGetDevice(&dev), "score_scratch_slots: cudaGetDevice");
   PSA_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev),
                "score_scratch_slots: cudaDeviceGetAttribute");
-  *slots = static_cast<int64_t>(sms) * score_gemm::score_gemm_min_ctas(head_dim);
+  // sm80 kernel: one slot per resident CTA (2 per SM at d64, 1 at d128); sm90 kernel: one CTA per
+  // SM with two slots (it finishes one tile while it sweeps the next). Two per SM covers both.
+  (void)head_dim;
+  *slots = static_cast<int64_t>(sms) * 2;
   return PSA_OK;
 }
 

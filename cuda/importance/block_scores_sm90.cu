@@ -84,7 +84,9 @@ cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t sl
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tr::kSmem));
   if (e != cudaSuccess) return e;
-  const int64_t grid = std::min(std::min(p.tiles, slots), static_cast<int64_t>(sms));
+  // Two scratch slots per CTA (CTA c's second slot, c + grid, is used only when c + grid < tiles).
+  const int64_t grid = std::min(std::min(p.tiles, std::max<int64_t>(slots / 2, 1)), static_cast<int64_t>(sms));
+  if (2 * grid > slots && p.tiles > grid) return cudaErrorNotSupported;
   kernel<<<static_cast<unsigned>(grid), Tr::kThreads, Tr::kSmem, stream>>>(sp);
   return cudaGetLastError();
 }

@@ -39,7 +39,7 @@ constexpr int kThreads = 256;  // 8 warps
 constexpr int kKC = 128;       // sampled keys per chunk (whole key blocks)
 
 struct ScoreKernelParams {
-  const void* q;
+  QRowSource q;
   const void* k;
   int64_t heads_q, group, len_q, len_k, block_m, block_n, mq, nk;
   const int32_t* q_off;
@@ -91,7 +91,6 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
   const int g = lane >> 2, tq = lane & 3;
   const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = b * p.heads_q + h;
-  const T* q = static_cast<const T*>(p.q) + bh * p.len_q * D;
   const T* k = static_cast<const T*>(p.k) + (b * (p.heads_q / p.group) + h / p.group) * p.len_k * D;
   const int32_t* qo = p.q_off + bh * p.q_count;
   const int32_t* ko = p.k_off + bh * p.k_count;
@@ -106,7 +105,7 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
     const int r = c / kChunks, cc = c % kChunks;
     const bool valid = r < p.q_count;
     const int64_t tok = valid ? sampled_token(i, p.block_m, qo[r], p.len_q) : 0;
-    cp_async_16(sq + swz<D>(r, cc), q + tok * D + cc * 8, valid);
+    cp_async_16(sq + swz<D>(r, cc), p.q.row<T>(b, h, tok) + cc * 8, valid);
   }
   if (tid < p.rows) mrow[tid] = ninf;
   const int row_tiles = p.rows / 16;
@@ -278,12 +277,16 @@ psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
                 PSA_ERR_UNSUPPORTED,
                 "importance: %d query / %d key samples per block; supported: 1..128 each",
                 a.q_count, a.k_count);
+  PSA_RETURN_IF(!q_rows_aligned(a), PSA_ERR_INTERNAL,
+                "importance: q rows must be 16-byte aligned (pointer %p, strides %lld/%lld/%lld/%lld)", a.q,
+                static_cast<long long>(a.q_stride[0]), static_cast<long long>(a.q_stride[1]),
+                static_cast<long long>(a.q_stride[2]), static_cast<long long>(a.q_stride[3]));
   if (a.scratch != nullptr && score_gemm_supported(a.q_count, a.k_count) &&
       (a.head_dim == 64 || a.head_dim == 128) && a.block_n > 0 &&
       a.scratch_bytes >= score_scratch_slot_bytes(ceil_div(a.len_k, a.block_n)))
     return block_scores_gemm_cuda(a, stream);
   ScoreKernelParams p{};
-  p.q = a.q;
+  p.q = q_row_source(a);
   p.k = a.k;
   p.heads_q = a.heads_q;
   p.group = a.heads_q / a.heads_kv;

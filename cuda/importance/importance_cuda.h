@@ -28,8 +28,10 @@ psa_status sample_offsets_cuda(const OffsetArgs& args, cudaStream_t stream);
 // cannot run is PSA_ERR_UNSUPPORTED.
 enum class ScoreKernel { kAuto, kSm80, kSm90 };
 
-// Scores of importance_cpu for every (b, h): q [B, Hq, Lq, D] and k [B, Hkv, Lk, D]
-// contiguous (rearranged); query head h reads kv head h / (Hq / Hkv).
+// Scores of importance_cpu for every (b, h): k [B, Hkv, Lk, D] contiguous (rearranged); query
+// head h reads kv head h / (Hq / Hkv). q is [B, Hq, Lq, D] with element strides q_stride (rows
+// 16-byte aligned), and row x of the problem is q row q_rows[x] (NULL: x), so a rearranged
+// problem can read the caller's Q in place.
 // With a scratch of at least one slot (score_scratch.h) and power-of-two sample counts the
 // GEMM-shaped path runs (256 sampled rows per CTA); otherwise the per-query-block kernel.
 // All give importance_cpu's values up to the fp32 dot order of the tensor cores (mma.sync or
@@ -39,6 +41,8 @@ struct ScoreArgs {
   psa_dtype dtype = PSA_DTYPE_BF16;
   const void* q = nullptr;
   const void* k = nullptr;
+  int64_t q_stride[4] = {0, 0, 0, 1};  // (batch, head, row, 1); {0, 0, 0, 1}: contiguous
+  const int64_t* q_rows = nullptr;     // [Lq] problem row -> q row; NULL = identity
   int64_t batch = 0, heads_q = 0, heads_kv = 0, len_q = 0, len_k = 0, head_dim = 0;
   int64_t block_m = 0, block_n = 0;
   const int32_t* q_off = nullptr;  // [B*Hq, q_count]
@@ -52,8 +56,9 @@ struct ScoreArgs {
 };
 psa_status block_scores_cuda(const ScoreArgs& args, cudaStream_t stream);
 
-// Scratch slots worth giving block_scores_cuda on the current device for `head_dim` (one per
-// resident CTA of the GEMM path); size them with score_scratch_bytes (score_scratch.h).
+// Scratch slots worth giving block_scores_cuda on the current device for `head_dim` (two per SM:
+// one per resident CTA of the sm80 GEMM kernel, two per CTA of the sm90 one); size them with
+// score_scratch_bytes (score_scratch.h). With fewer, the sm90 kernel runs fewer CTAs.
 psa_status score_scratch_slots(int64_t head_dim, int64_t* slots);
 
 // True when this binary holds the Hopper score kernel for the current device; cached per device.

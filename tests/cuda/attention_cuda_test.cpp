@@ -1,7 +1,9 @@
 // tests/cuda/attention_cuda_test.cpp -- attention stage on the GPU vs sparse/dense_attention_cpu
 // for every level mix, block size, head dim, dtype, causal, GQA, shape, stride and LSE; budget
 // rel-L2(gpu, ref32) <= k * rel-L2(round16(ref32), ref32) + atol (storage-error baseline).
+#include <algorithm>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "attention/attention.h"
@@ -29,6 +31,7 @@ struct AttnCase {
   int pattern = 0;       // 1: diagonal only; 2: all level `fill`
   int fill = 1;
   bool bsnd = false;     // q and out in [B, L, H, D] (strided) instead of [B, H, L, D]
+  bool q_perm = false;   // problem row x is caller row perm[x] (random): q_rows = out_rows = perm
   bool video = false;
   bool lse = true;
   double k_budget = 4.0;  // rel-L2 budget multiple of the storage baseline
@@ -86,12 +89,17 @@ void run_attention(const AttnCase& c, AttnResult* res, const std::vector<int8_t>
   const int64_t qs_bhld[4] = {c.Hq * c.Lq * D, c.Lq * D, D, 1};
   const int64_t qs_bsnd[4] = {c.Lq * c.Hq * D, D, c.Hq * D, 1};
   const int64_t* qst = c.bsnd ? qs_bsnd : qs_bhld;
+  std::vector<int64_t> perm(static_cast<size_t>(c.Lq));
+  for (int64_t x = 0; x < c.Lq; ++x) perm[static_cast<size_t>(x)] = x;
+  if (c.q_perm) std::shuffle(perm.begin(), perm.end(), std::mt19937(c.seed + 7));
   std::vector<uint16_t> qdev(q.bits.size());
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t h = 0; h < c.Hq; ++h)
       for (int64_t x = 0; x < c.Lq; ++x)
-        std::copy_n(q.bits.data() + ((b * c.Hq + h) * c.Lq + x) * D, D, qdev.data() + b * qst[0] + h * qst[1] + x * qst[2]);
+        std::copy_n(q.bits.data() + ((b * c.Hq + h) * c.Lq + x) * D, D,
+                    qdev.data() + b * qst[0] + h * qst[1] + perm[static_cast<size_t>(x)] * qst[2]);
   DevBuf<uint16_t> dq(qdev), dk(k.bits), dv(v.bits), dout(q.bits.size());
+  DevBuf<int64_t> dperm(perm);
   DevBuf<float> dlse(static_cast<size_t>(c.B * c.Hq * c.Lq));
   dout.fill_bytes(0xff);  // NaN poison: every element must be written
   dlse.fill_bytes(0xff);
@@ -113,6 +121,7 @@ void run_attention(const AttnCase& c, AttnResult* res, const std::vector<int8_t>
   a.dense = c.dense;
   a.q = dq.get();
   std::copy(qst, qst + 4, a.q_stride);
+  if (c.q_perm) a.q_rows = a.out_rows = dperm.get();
   const int64_t kst[4] = {c.Hkv * c.Lk * D, c.Lk * D, D, 1};
   a.k = dk.get();
   a.v = dv.get();
@@ -190,10 +199,11 @@ void run_attention(const AttnCase& c, AttnResult* res, const std::vector<int8_t>
           sparse_attention_cpu(q.f.data() + bh * c.Lq * D, c.Lq, K, V, c.Lk, D, c.bm, c.bn,
                                levels.data() + bh * mq * nk, a.scale, c.causal, ro, rl);
         for (int64_t x = 0; x < c.Lq; ++x) {
+          const int64_t cx = perm[static_cast<size_t>(x)];  // caller row of problem row x
           for (int64_t e = 0; e < D; ++e)
             res->out[static_cast<size_t>((bh * c.Lq + x) * D + e)] =
-                test::from16(got[static_cast<size_t>(b * qst[0] + h * qst[1] + x * qst[2] + e)], c.dt);
-          res->lse[static_cast<size_t>(bh * c.Lq + x)] = glse[static_cast<size_t>(bh * c.Lq + x)];
+                test::from16(got[static_cast<size_t>(b * qst[0] + h * qst[1] + cx * qst[2] + e)], c.dt);
+          res->lse[static_cast<size_t>(bh * c.Lq + x)] = glse[static_cast<size_t>(bh * c.Lq + cx)];
         }
       }
     }
@@ -392,6 +402,39 @@ TEST_P(CudaAttention, AllLevelOneEqualsDense) {
     run_attention(c, &dense);
     EXPECT_EQ(sparse.out, dense.out) << "bn=" << bn;
     EXPECT_EQ(sparse.lse, dense.lse) << "bn=" << bn;
+  }
+}
+
+// Q read in place: problem row x reads caller row perm[x] (q_rows) and writes it back there
+// (out_rows), as a rearranged PSA forward does without gathering Q. The sm90 kernel then loads Q
+// as one single-row TMA box per row; a partial last query block, causal rows, BSND strides, GQA
+// and a persistent grid of 3 CTAs; the result must equal the same problem with Q in problem order.
+TEST_P(CudaAttention, QReadInPlaceThroughRowIndex) {
+  PSA_REQUIRE_GPU();
+  for (int64_t D : {64, 128}) {
+    AttnCase c = base(D == 64 ? "q in place D64 mixed bsnd" : "q in place D128 mixed bsnd");
+    c.D = D;
+    c.B = 2;
+    c.Hq = 4;
+    c.Hkv = 2;
+    c.Lq = 700;
+    c.Lk = 650;
+    c.bsnd = true;
+    c.ctas = 3;
+    AttnResult direct, in_place;
+    run_attention(c, &direct);
+    c.q_perm = true;
+    run_attention(c, &in_place);
+    EXPECT_EQ(in_place.out, direct.out) << c.name;
+    EXPECT_EQ(in_place.lse, direct.lse) << c.name;
+    check_attention(c);
+    c.name = D == 64 ? "q in place D64 dense causal" : "q in place D128 dense causal";
+    c.dense = true;
+    c.causal = true;
+    c.bsnd = false;
+    c.Lq = 300;
+    c.Lk = 500;
+    check_attention(c);
   }
 }
 

@@ -4,6 +4,7 @@
 // (tensor-core dot order) on random and video-like inputs, GQA, Lq != Lk, odd L, 1..128 samples
 // per block, several CTA tiles per head, several 64-block chunks, Lk < block_n, few scratch slots.
 #include <algorithm>
+#include <random>
 #include <string>
 
 #include "cuda/importance/importance_cuda.h"
@@ -25,29 +26,43 @@ struct ScoreCase {
 };
 
 // kPerBlock: no scratch. kGemm80 / kGemm90: the GEMM path's sm80 / sm90 kernel with the slots a
-// workspace would hold, or (two_slots) a scratch of two slots, so each CTA loops over many tiles
-// and reuses its slot.
+// workspace would hold, or (slots > 0) a scratch of that many slots, so each CTA loops over many
+// tiles and reuses its slot(s): the sm90 kernel runs slots / 2 CTAs, each alternating between two
+// slots that it hands to its finisher warps.
 enum class Path { kPerBlock, kGemm80, kGemm90 };
 
-std::string path_name(Path p, bool two_slots) {
+std::string path_name(Path p, int64_t slots) {
   std::string n = p == Path::kPerBlock ? "per-block" : p == Path::kGemm80 ? "gemm sm80" : "gemm sm90";
-  return two_slots ? n + "/2 slots" : n;
+  return slots > 0 ? n + "/" + std::to_string(slots) + " slots" : n;
 }
 
-void run_scores(const ScoreCase& c, Path path, bool two_slots = false) {
+// q_in_place: q is uploaded as [B, Lq, Hq, D] (strided) with problem row x at caller row perm[x]
+// (random) and read through q_stride / q_rows, as the PSA forward reads the caller's Q.
+void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q_in_place = false) {
   const int32_t qs = static_cast<int32_t>(c.bm / c.divisor), ks = static_cast<int32_t>(c.bn / c.divisor);
   const int64_t mq = (c.Lq + c.bm - 1) / c.bm, nk = (c.Lk + c.bn - 1) / c.bn;
   test::Tensor16 q = c.video ? test::make_video_like(c.B * c.Hq, c.Lq, c.D, c.dt, 21u)
                              : test::make_random(static_cast<size_t>(c.B * c.Hq * c.Lq * c.D), c.dt, 22u);
   test::Tensor16 k = c.video ? test::make_video_like(c.B * c.Hkv, c.Lk, c.D, c.dt, 23u)
                              : test::make_random(static_cast<size_t>(c.B * c.Hkv * c.Lk * c.D), c.dt, 24u);
-  DevBuf<uint16_t> dq(q.bits), dk(k.bits);
+  std::vector<int64_t> perm(static_cast<size_t>(c.Lq));
+  for (int64_t x = 0; x < c.Lq; ++x) perm[static_cast<size_t>(x)] = x;
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(static_cast<uint32_t>(c.seed) + 5u));
+  const int64_t qst[4] = {c.Lq * c.Hq * c.D, c.D, c.Hq * c.D, 1};  // BSND
+  std::vector<uint16_t> qcaller(q.bits.size());
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.Hq; ++h)
+      for (int64_t x = 0; x < c.Lq; ++x)
+        std::copy_n(q.bits.data() + ((b * c.Hq + h) * c.Lq + x) * c.D, c.D,
+                    qcaller.data() + b * qst[0] + h * qst[1] + perm[static_cast<size_t>(x)] * qst[2]);
+  DevBuf<uint16_t> dq(q_in_place ? qcaller : q.bits), dk(k.bits);
+  DevBuf<int64_t> dperm(perm);
   DevBuf<int32_t> qoff(static_cast<size_t>(c.B * c.Hq * qs)), koff(static_cast<size_t>(c.B * c.Hq * ks));
   DevBuf<float> scores(static_cast<size_t>(c.B * c.Hq * mq * nk));
   scores.fill_bytes(0xff);
   int64_t slots = 0;
   if (path != Path::kPerBlock) ASSERT_EQ(PSA_OK, gpu::score_scratch_slots(c.D, &slots)) << psa_last_error_message();
-  if (two_slots) slots = 2;
+  if (slot_override > 0) slots = slot_override;
   // Counts that are not powers of two get one slot anyway: the entry must fall back by itself.
   uint64_t scratch_bytes = gpu::score_scratch_bytes(c.B * c.Hq, mq, nk, qs, ks, slots);
   if (path != Path::kPerBlock && scratch_bytes == 0) scratch_bytes = gpu::score_scratch_slot_bytes(nk);
@@ -67,6 +82,10 @@ void run_scores(const ScoreCase& c, Path path, bool two_slots = false) {
   gpu::ScoreArgs sa;
   sa.dtype = c.dt;
   sa.q = dq.get();
+  if (q_in_place) {
+    std::copy(qst, qst + 4, sa.q_stride);
+    sa.q_rows = dperm.get();
+  }
   sa.k = dk.get();
   sa.batch = c.B;
   sa.heads_q = c.Hq;
@@ -112,13 +131,13 @@ void run_scores(const ScoreCase& c, Path path, bool two_slots = false) {
         if (!(rel <= max_rel)) max_rel = rel;
       }
     }
-  std::printf("[importance %s] %s D=%lld Lq=%lld Lk=%lld bm=%lld bn=%lld div=%lld (%d/%d samples) %s: "
+  std::printf("[importance %s%s] %s D=%lld Lq=%lld Lk=%lld bm=%lld bn=%lld div=%lld (%d/%d samples) %s: "
               "%lld/%lld scores bit-identical, max rel diff %.3g\n",
-              path_name(path, two_slots).c_str(), c.dt == PSA_DTYPE_F16 ? "f16" : "bf16", static_cast<long long>(c.D),
+              path_name(path, slot_override).c_str(), q_in_place ? ", q in place" : "", c.dt == PSA_DTYPE_F16 ? "f16" : "bf16", static_cast<long long>(c.D),
               static_cast<long long>(c.Lq), static_cast<long long>(c.Lk), static_cast<long long>(c.bm),
               static_cast<long long>(c.bn), static_cast<long long>(c.divisor), qs, ks,
               c.video ? "video" : "random", static_cast<long long>(exact), static_cast<long long>(total), max_rel);
-  EXPECT_LE(max_rel, 2e-4) << path_name(path, two_slots);
+  EXPECT_LE(max_rel, 2e-4) << path_name(path, slot_override);
 }
 
 const ScoreCase kCases[] = {
@@ -156,14 +175,28 @@ TEST(CudaImportance, GemmSm90ScoresMatchCpu) {
   for (const ScoreCase& c : kCases) run_scores(c, Path::kGemm90);
 }
 
-TEST(CudaImportance, GemmScoresWithTwoSlotsMatchCpu) {
+TEST(CudaImportance, GemmScoresWithFewSlotsMatchCpu) {
   PSA_REQUIRE_GPU();
   for (const Path path : {Path::kGemm80, Path::kGemm90}) {
     if (path == Path::kGemm90 && !gpu::score_sm90_available()) continue;
-    run_scores(kCases[0], path, true);
-    run_scores(kCases[5], path, true);
-    run_scores(kCases[6], path, true);
-    run_scores(kCases[12], path, true);
+    // 2 slots: one sm90 CTA over every tile. 3: still one (its third slot unused). 6: three
+    // CTAs with 3, 3 and 2 tiles of kCases[0] (8 tiles) and 2 each of kCases[5] (6 tiles).
+    for (const int64_t slots : {2, 3, 6}) {
+      run_scores(kCases[0], path, slots);
+      run_scores(kCases[5], path, slots);
+    }
+    run_scores(kCases[6], path, 2);
+    run_scores(kCases[12], path, 2);
+  }
+}
+
+// Q read in place (strided BSND, rows through a random permutation) on every path.
+TEST(CudaImportance, ScoresReadQInPlaceThroughRowIndex) {
+  PSA_REQUIRE_GPU();
+  for (const Path path : {Path::kPerBlock, Path::kGemm80, Path::kGemm90}) {
+    if (path == Path::kGemm90 && !gpu::score_sm90_available()) continue;
+    for (const int ci : {0, 1, 5, 6}) run_scores(kCases[ci], path, 0, true);
+    if (path != Path::kPerBlock) run_scores(kCases[5], path, 2, true);
   }
 }
 

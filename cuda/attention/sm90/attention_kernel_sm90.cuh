@@ -5,7 +5,8 @@
 // (batch, head) and their work list) r = blockIdx.x, blockIdx.x + gridDim.x, ...; at any time
 // the CTAs work on neighbouring rows, so they share K/V in L2 as a (Mq, Hq, B) grid did.
 //   warpgroup 0 (producer, one working warp): per row, plans the row's tile stream, loads its
-//     Q into one of two Q slots and its K/V tiles of 128 packed tokens into a ring of
+//     Q (one box per 64-column panel, or per row and panel when Q is read in place through
+//     q_rows) into one of two Q slots and its K/V tiles of 128 packed tokens into a ring of
 //     shared-memory stages with TMA. The ring runs on across rows, so the next row's Q and
 //     first tiles load while the consumers finish the current one (its last products and its
 //     epilogue). A tile is a list of work-list entries, each a contiguous run of block_n/p rows
@@ -71,7 +72,8 @@ struct Traits {
 
 // Kernel parameters: the common block plus TMA descriptors. Q: [B, Hq, Lq, D]; K/V of level
 // index li: [B, Hkv, rows_li, D]; boxes of 64 columns x box_rows rows (128 for Q and for the
-// dense path, block_n >> li for a sparse level), 128-byte swizzle, zero fill out of bounds.
+// dense path, block_n >> li for a sparse level; 1 for Q read through q_rows), 128-byte
+// swizzle, zero fill out of bounds.
 struct Sm90Params {
   AttnKernelParams a;
   int64_t batch;
@@ -161,9 +163,23 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       if (lane == 0) {
         plan_row_stream(p, r, x0, BM, KT, plan);
         mbar_arrive_expect_tx(bar_qf(q), static_cast<uint32_t>(Tr::kQBytes));  // releases the plan
-        for (int pn = 0; pn < kPanels; ++pn)
-          tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64), &sp.q, bar_qf(q), pn * 64, static_cast<int>(x0),
-                      static_cast<int>(h), static_cast<int>(b));
+        if (p.q_rows == nullptr)
+          for (int pn = 0; pn < kPanels; ++pn)
+            tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64), &sp.q, bar_qf(q), pn * 64, static_cast<int>(x0),
+                        static_cast<int>(h), static_cast<int>(b));
+      }
+      if (p.q_rows != nullptr) {
+        // Q read in place: one single-row box per row and panel (the map's boxes are one row);
+        // rows past len_q keep their own index, out of bounds, so TMA fills them with zeros.
+#pragma unroll
+        for (int j = 0; j < BM / 32; ++j) {
+          const int rr = lane + 32 * j;
+          const int64_t x = x0 + rr;
+          const int src = static_cast<int>(x < p.len_q ? p.q_rows[x] : x);
+          for (int pn = 0; pn < kPanels; ++pn)
+            tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64 + rr * 64), &sp.q, bar_qf(q), pn * 64, src,
+                        static_cast<int>(h), static_cast<int>(b));
+        }
       }
       __syncwarp();
       const int32_t* ntok = plan->ntok;
@@ -499,7 +515,8 @@ inline bool make_sm90_params(const AttnKernelParams& p, bool f16, int d, int64_t
   out->a = p;
   out->batch = batch;
   const int64_t heads_kv = p.heads_q / p.group;
-  if (!encode_map(&out->q, f16, p.q, batch, p.heads_q, p.len_q, d, p.q_sb, p.q_sh, p.q_sl, 128)) return false;
+  if (!encode_map(&out->q, f16, p.q, batch, p.heads_q, p.len_q, d, p.q_sb, p.q_sh, p.q_sl, p.q_rows ? 1 : 128))
+    return false;
   for (int li = 0; li < 4; ++li) {
     const int64_t rows = li == 0 ? p.len_k : (p.nk * p.block_n) >> li;
     const int box = p.dense ? 128 : static_cast<int>(p.block_n >> li);

@@ -254,9 +254,15 @@ class CudaBackend final : public Backend {
     mark(kStageEvStart);
     PSA_CUDA_TRY(cudaMemsetAsync(counts_, 0, sizeof(unsigned long long) * kNumSlots, stream),
                  "level counts: cudaMemsetAsync");
-    // 1. rearrange into contiguous copies (Q here; K and V with the pyramid below for PSA).
-    PSA_TRY(gather(a.q, a.q_stride, pb.heads_q, pb.len_q, data->q_src, w.q));
+    // 1. rearrange into contiguous copies (K and V with the pyramid below for PSA). PSA reads
+    // the caller's Q in place through q_src (importance and attention) when its rows are
+    // 16-byte aligned; otherwise, and for the block methods, Q is gathered here.
     const bool block_method = is_block_method(cfg);
+    const bool q_in_place = !block_method && gpu::attention_rows_aligned(a.q, a.q_stride);
+    const void* q_use = q_in_place ? a.q : ws + w.q;
+    const int64_t* q_use_stride = q_in_place ? a.q_stride : contiguous_q;
+    const int64_t* q_use_rows = q_in_place ? data->q_src : nullptr;
+    if (!q_in_place) PSA_TRY(gather(a.q, a.q_stride, pb.heads_q, pb.len_q, data->q_src, w.q));
     if (block_method) {
       PSA_TRY(gather(a.k, a.k_stride, pb.heads_kv, pb.len_k, data->k_src, w.k));
       PSA_TRY(gather(a.v, a.v_stride, pb.heads_kv, pb.len_k, data->k_src, w.v));
@@ -298,7 +304,9 @@ class CudaBackend final : public Backend {
       PSA_TRY(gpu::sample_offsets_cuda(oa, stream));
       gpu::ScoreArgs sa;
       sa.dtype = pb.dtype;
-      sa.q = ws + w.q;
+      sa.q = q_use;
+      std::copy(q_use_stride, q_use_stride + 4, sa.q_stride);
+      sa.q_rows = q_use_rows;
       sa.k = ws + w.k;
       sa.batch = pb.batch;
       sa.heads_q = pb.heads_q;
@@ -371,8 +379,9 @@ class CudaBackend final : public Backend {
     mark(kStageEvMask);
     // 5. sparse attention; the epilogue writes row x back to caller row q_src[x].
     at.dense = false;
-    at.q = ws + w.q;
-    std::copy(contiguous_q, contiguous_q + 4, at.q_stride);
+    at.q = q_use;
+    std::copy(q_use_stride, q_use_stride + 4, at.q_stride);
+    at.q_rows = q_use_rows;
     at.k = ws + w.k;
     at.v = ws + w.v;
     std::copy(contiguous_k, contiguous_k + 4, at.k_stride);
