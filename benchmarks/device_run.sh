@@ -13,7 +13,7 @@ t0=$(date +%s)
     -DPSA_BUILD_BINDINGS=OFF -DPSA_BUILD_EXAMPLES=OFF && cmake --build "$b" -j16 ; } >"$out/build.log" 2>&1 || { echo "BUILD FAILED"; grep -E "error" -A3 "$out/build.log" | head -40; exit 1; }
 echo "build ok $(( $(date +%s) - t0 )) s"
 t0=$(date +%s)
-"$b/tests/psa_cuda_tests" >"$out/gpu_tests.log" 2>&1
+timeout "${TESTS_TIMEOUT:-300}" "$b/tests/psa_cuda_tests" >"$out/gpu_tests.log" 2>&1
 echo "gpu tests rc=$? $(( $(date +%s) - t0 )) s: $(grep -E '^\[  PASSED|^\[  FAILED|tests ran' "$out/gpu_tests.log" | tr '\n' ' ')"
 if [ -n "${TIMINGS:-}" ]; then  # disabled timing tests, e.g. TIMINGS=CudaImportance.DISABLED_StandardShapeTimings
   t0=$(date +%s)
