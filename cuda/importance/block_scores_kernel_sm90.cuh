@@ -17,10 +17,11 @@
 //     the last offset of a chunk, a = scale * M goes to the scratch slot and the row maxima.
 //     After the sweep the consumers hand the tile (its scratch slot and row maxima) to the
 //     finishers and go straight on: the next tile's query rows are gathered by cp.async;
-//   warps 1-3 of warpgroup 0 (finishers): finish_tile (block_scores_finish.cuh) of tile n while
-//     the consumers sweep tile n + 1. Each CTA has two scratch slots and two row-maxima buffers;
-//     tile n uses slot n % 2, handed over by named barriers (ready: consumers -> finishers,
-//     free: finishers -> consumers).
+//   warps 1-3 of warpgroup 0 (finishers, when sp.overlap): finish_tile (block_scores_finish.cuh)
+//     of tile n while the consumers sweep tile n + 1; the CTA's last tile is finished by all 11
+//     warps. Each CTA has two scratch slots and two row-maxima buffers; tile n uses slot n % 2,
+//     handed over by named barriers (ready: consumers -> finishers, free: finishers ->
+//     consumers). Without overlap the consumers finish each tile themselves after its sweep.
 // The last chunk packs 128/W offsets of W = 8/16/32/64 blocks (the fewest that cover it) into a
 // stage; the block past the last full one (replicate padding: clamped tokens, which TMA cannot
 // express) is a stage of its own, gathered by cp.async, whose 128 columns all belong to it.
@@ -99,6 +100,8 @@ struct Sm90ScoreParams {
   int32_t k_count;
   int32_t nk_full;
   Sm90Schedule sched;
+  int32_t overlap;  // 1: finisher warps finish tile n during the sweep of n + 1; 0: the consumers
+                    // finish each tile after its sweep
 };
 
 // Stage k of a CTA tile: w = log2(64 / W) (4: the tail block), first block j0, index v within its
@@ -231,12 +234,15 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegs));
     if (warp != 0) {
       // ============================== finishers ==============================
+      if (!sp.overlap) return;
       int n = 0;
       for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++n) {
         const int q = n & 1;
         named_bar_sync(2 + q, kHandOver);  // the consumers' slot writes are visible
-        finish_tile(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles, warp - 1,
-                    Tr::kFinishWarps, lane);
+        // The CTA's last tile is finished by the consumers' 8 warps and these 3 together.
+        const bool last = tile + gridDim.x >= p.tiles;
+        finish_tile(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
+                    last ? 8 + warp - 1 : warp - 1, last ? 8 + Tr::kFinishWarps : Tr::kFinishWarps, lane);
         // The consumers wait for this slot again only when the CTA has tile n + 2.
         if (tile + 2 * static_cast<int64_t>(gridDim.x) < p.tiles) {
           __threadfence_block();
@@ -319,7 +325,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
     const int64_t b = bh / p.heads_q, h = bh % p.heads_q;
     float* scratch = slot_scratch(n);
     float* sm_slot = s_m + (n & 1) * kRows;
-    if (n >= 2) named_bar_sync(4 + (n & 1), kHandOver);  // the finishers are done with tile n - 2
+    if (sp.overlap && n >= 2) named_bar_sync(4 + (n & 1), kHandOver);  // finishers done with tile n - 2
     if (ct < p.q_count) s_qo[ct] = p.q_off[bh * p.q_count + ct];
     sync_consumers();
     // Sampled query rows: row r is sample (r mod q_count) of block rt*nqb + r/q_count.
@@ -369,9 +375,17 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
         x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
         if (tq == 0) sm_slot[row0 + hh * 64 + r * 8] = x;
       }
-    __threadfence_block();
-    named_bar_arrive(2 + (n & 1), kHandOver);  // slot n % 2 (scratch and row maxima) to the finishers
-    sync_consumers();  // s_qo and sQ are reused (every warpgroup's products are complete)
+    const int cwarp = warp - 4;  // 0..7
+    if (sp.overlap) {
+      __threadfence_block();
+      named_bar_arrive(2 + (n & 1), kHandOver);  // slot n % 2 (scratch and row maxima) to the finishers
+      sync_consumers();  // s_qo and sQ are reused (every warpgroup's products are complete)
+      if (tile + gridDim.x >= p.tiles)  // the CTA's last tile: help the finishers
+        finish_tile(p, scratch, sm_slot, bh, rt, cwarp, 8 + Tr::kFinishWarps, lane);
+    } else {
+      sync_consumers();  // the slot's row maxima are complete; s_qo and sQ are reused after this
+      finish_tile(p, scratch, sm_slot, bh, rt, cwarp, 8, lane);
+    }
   }
 #endif  // PSA_SM90_DEVICE
 }

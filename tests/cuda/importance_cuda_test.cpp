@@ -31,6 +31,9 @@ struct ScoreCase {
 // slots that it hands to its finisher warps.
 enum class Path { kPerBlock, kGemm80, kGemm90 };
 
+// ScoreArgs::finish_overlap for the sm90 runs (-1: by shape); the sm90 tests run 0 and 1.
+int g_finish_overlap = -1;
+
 std::string path_name(Path p, int64_t slots) {
   std::string n = p == Path::kPerBlock ? "per-block" : p == Path::kGemm80 ? "gemm sm80" : "gemm sm90";
   return slots > 0 ? n + "/" + std::to_string(slots) + " slots" : n;
@@ -104,6 +107,7 @@ void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q
   sa.scratch = path == Path::kPerBlock ? nullptr : scratch.get();
   sa.scratch_bytes = path == Path::kPerBlock ? 0 : scratch_bytes;
   sa.kernel = path == Path::kGemm90 ? gpu::ScoreKernel::kSm90 : gpu::ScoreKernel::kSm80;
+  sa.finish_overlap = g_finish_overlap;
   ASSERT_EQ(PSA_OK, gpu::block_scores_cuda(sa, nullptr)) << psa_last_error_message();
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
   const std::vector<int32_t> gq = qoff.download(), gk = koff.download();
@@ -172,7 +176,11 @@ TEST(CudaImportance, GemmScoresMatchCpu) {
 TEST(CudaImportance, GemmSm90ScoresMatchCpu) {
   PSA_REQUIRE_GPU();
   if (!gpu::score_sm90_available()) GTEST_SKIP() << "no sm_90a score kernel for this device/build";
-  for (const ScoreCase& c : kCases) run_scores(c, Path::kGemm90);
+  for (const int overlap : {0, 1}) {
+    g_finish_overlap = overlap;
+    for (const ScoreCase& c : kCases) run_scores(c, Path::kGemm90);
+  }
+  g_finish_overlap = -1;
 }
 
 TEST(CudaImportance, GemmScoresWithFewSlotsMatchCpu) {
@@ -181,10 +189,13 @@ TEST(CudaImportance, GemmScoresWithFewSlotsMatchCpu) {
     if (path == Path::kGemm90 && !gpu::score_sm90_available()) continue;
     // 2 slots: one sm90 CTA over every tile. 3: still one (its third slot unused). 6: three
     // CTAs with 3, 3 and 2 tiles of kCases[0] (8 tiles) and 2 each of kCases[5] (6 tiles).
-    for (const int64_t slots : {2, 3, 6}) {
-      run_scores(kCases[0], path, slots);
-      run_scores(kCases[5], path, slots);
-    }
+    for (const int64_t slots : {2, 3, 6})
+      for (const int overlap : {0, 1}) {
+        g_finish_overlap = overlap;  // sm90: finish after the sweep, then on the finisher warps
+        run_scores(kCases[0], path, slots);
+        run_scores(kCases[5], path, slots);
+      }
+    g_finish_overlap = -1;
     run_scores(kCases[6], path, 2);
     run_scores(kCases[12], path, 2);
   }
@@ -289,6 +300,13 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
     const float ms80 = time_ms(got80.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm80);
     const float ms90 =
         sm90 ? time_ms(got90.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm90) : 0.0f;
+    const int auto_overlap = sa.finish_overlap;
+    float ms90_mode[2] = {0.0f, 0.0f};  // finish after the sweep / on the finisher warps
+    for (int m = 0; m < 2 && sm90; ++m) {
+      sa.finish_overlap = m;
+      ms90_mode[m] = time_ms(got90.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm90);
+    }
+    sa.finish_overlap = auto_overlap;
     PSA_CUDA_OK(cudaDeviceSynchronize());
     const std::vector<float> a = ref.download();
     const double flop = 2.0 * s.H * static_cast<double>(mq * qs) * static_cast<double>(nk * ks) * s.D;
@@ -312,8 +330,10 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
                 s.name, old_ms, ms80, flop / ms80 * 1e-9, static_cast<long long>(same80), a.size(), rel80);
     if (sm90) {
       const double rel90 = compare(got90, &same90);
-      std::printf(" | sm90 %7.3f ms (%.0f TFLOP/s) %lld/%zu identical, max rel %.3g | sm80/sm90 %.2fx", ms90,
-                  flop / ms90 * 1e-9, static_cast<long long>(same90), a.size(), rel90, ms80 / ms90);
+      std::printf(" | sm90 %7.3f ms (%.0f TFLOP/s) %lld/%zu identical, max rel %.3g | sm80/sm90 %.2fx"
+                  " | sm90 finish after sweep %.3f ms, on finisher warps %.3f ms",
+                  ms90, flop / ms90 * 1e-9, static_cast<long long>(same90), a.size(), rel90, ms80 / ms90,
+                  ms90_mode[0], ms90_mode[1]);
     }
     std::printf(" | %lld slots, scratch %.1f MB\n", static_cast<long long>(slots), scratch_bytes / 1e6);
     EXPECT_LE(max_rel, 2e-4) << s.name;

@@ -4,9 +4,9 @@
 // block. Persistent: one CTA per SM walks the query blocks ("rows": 128 query rows of one
 // (batch, head) and their work list) r = blockIdx.x, blockIdx.x + gridDim.x, ...; at any time
 // the CTAs work on neighbouring rows, so they share K/V in L2 as a (Mq, Hq, B) grid did.
-//   warpgroup 0 (producer, one working warp): per row, plans the row's tile stream, loads its
-//     Q (one box per 64-column panel, or per row and panel when Q is read in place through
-//     q_rows) into one of two Q slots and its K/V tiles of 128 packed tokens into a ring of
+//   warpgroup 0 (producer, one working warp; a second when Q is read in place through q_rows:
+//     warp 1 then loads Q as one box per row and panel): per row, plans the row's tile stream,
+//     loads its Q into one of two Q slots and its K/V tiles of 128 packed tokens into a ring of
 //     shared-memory stages with TMA. The ring runs on across rows, so the next row's Q and
 //     first tiles load while the consumers finish the current one (its last products and its
 //     epilogue). A tile is a list of work-list entries, each a contiguous run of block_n/p rows
@@ -136,7 +136,9 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       mbar_init(bar_ev(s), 8);
     }
     for (int q = 0; q < 2; ++q) {
-      mbar_init(bar_qf(q), 1);    // producer lane 0 (plan writes) + the Q bytes
+      // Q landed: producer lane 0 (plan writes) + the Q bytes; with Q read in place also lane 0
+      // of warp 1, which loads Q (and sets the expected bytes) on its own.
+      mbar_init(bar_qf(q), p.q_rows != nullptr ? 2 : 1);
       mbar_init(bar_qe(q), 256);  // every consumer thread, after its last read of the slot
     }
     mbar_init_fence();
@@ -148,6 +150,33 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     // One warp does the work: lanes resolve the 128 tokens of a tile (4 each) and issue
     // the TMA boxes of its entries; the other three warps only give up their registers.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegs));
+    if (warp == 1 && p.q_rows != nullptr) {
+      // Q read in place: one single-row box per row and 64-column panel (the map's boxes are
+      // one row), issued by this warp as soon as the row's Q slot is free -- about a row ahead
+      // of the K/V stream, so the 128 small boxes and the index loads are off its path. Rows
+      // past len_q keep their own index, out of bounds, so TMA fills them with zeros.
+      int n = 0;
+      for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x, ++n) {
+        int64_t i, h, b;
+        decode(r, i, h, b);
+        const int q = n & 1;
+        int src[BM / 32];
+#pragma unroll
+        for (int j = 0; j < BM / 32; ++j) {
+          const int64_t x = i * BM + lane + 32 * j;
+          src[j] = static_cast<int>(x < p.len_q ? p.q_rows[x] : x);
+        }
+        if (n >= 2) mbar_wait(bar_qe(q), ((n >> 1) - 1) & 1);
+        if (lane == 0) mbar_arrive_expect_tx(bar_qf(q), static_cast<uint32_t>(Tr::kQBytes));
+        __syncwarp();
+#pragma unroll 1
+        for (int j = 0; j < BM / 32; ++j)
+          for (int pn = 0; pn < D / 64; ++pn)
+            tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64 + (lane + 32 * j) * 64), &sp.q, bar_qf(q), pn * 64,
+                        src[j], static_cast<int>(h), static_cast<int>(b));
+      }
+      return;
+    }
     if (warp != 0) return;
     constexpr int kPanels = D / 64;
     int32_t T0 = 0;  // ring position of the row's first tile
@@ -162,22 +191,12 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       if (n >= 2) mbar_wait(bar_qe(q), ((n >> 1) - 1) & 1);
       if (lane == 0) {
         plan_row_stream(p, r, x0, BM, KT, plan);
-        mbar_arrive_expect_tx(bar_qf(q), static_cast<uint32_t>(Tr::kQBytes));  // releases the plan
-        if (p.q_rows == nullptr)
+        if (p.q_rows != nullptr) {
+          mbar_arrive(bar_qf(q));  // releases the plan; warp 1 loads Q
+        } else {
+          mbar_arrive_expect_tx(bar_qf(q), static_cast<uint32_t>(Tr::kQBytes));  // releases the plan
           for (int pn = 0; pn < kPanels; ++pn)
             tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64), &sp.q, bar_qf(q), pn * 64, static_cast<int>(x0),
-                        static_cast<int>(h), static_cast<int>(b));
-      }
-      if (p.q_rows != nullptr) {
-        // Q read in place: one single-row box per row and panel (the map's boxes are one row);
-        // rows past len_q keep their own index, out of bounds, so TMA fills them with zeros.
-#pragma unroll
-        for (int j = 0; j < BM / 32; ++j) {
-          const int rr = lane + 32 * j;
-          const int64_t x = x0 + rr;
-          const int src = static_cast<int>(x < p.len_q ? p.q_rows[x] : x);
-          for (int pn = 0; pn < kPanels; ++pn)
-            tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64 + rr * 64), &sp.q, bar_qf(q), pn * 64, src,
                         static_cast<int>(h), static_cast<int>(b));
         }
       }
