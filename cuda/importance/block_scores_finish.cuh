@@ -39,10 +39,13 @@ __device__ __forceinline__ float block_logit_max(const float* a, const float* m,
 // sequential sum may differ in the last bit); (4) scores = P / sum. Float operations on each value
 // are the CPU's. Query block il goes to warp il % n_warps of the calling group (warp = 0 ..
 // n_warps-1, lane = 0..31); no barrier inside, so the caller only orders the scratch and s_m
-// writes before the call. Up to 4 float4 loads per lane are in flight (more spilled at the sm90
-// finishers' 56 registers).
+// writes before the call. A lane takes kBatch key blocks at a time (their loads first: up to
+// 4 * kBatch float4 loads in flight); kBatch 2 spills at the sm90 finishers' 56 registers, so
+// they use 1.
+template <int kBatch>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
                                             int64_t bh, int64_t rt, int warp, int n_warps, int lane) {
+  static_assert(kBatch == 1 || kBatch == 2, "one or two key blocks per lane at a time");
   constexpr int kRows = static_cast<int>(kScoreTileRows);
   const int nqb = kRows >> p.q_shift;  // query blocks per tile
   const int nq_valid = static_cast<int>(min(static_cast<int64_t>(nqb), p.mq - rt * nqb));
@@ -53,11 +56,19 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
     const float* mr = s_m + r0;
     double s = 0.0;
     const float* a = scratch + r0 + lane * kRows;
-    for (int64_t j = lane; j < p.nk; j += 32, a += 32 * kRows) {
-      const float e = static_cast<float>(exp(static_cast<double>(block_logit_max(a, mr, p.q_count))));
-      const float v = e != e ? 0.0f : e;
-      row[j] = v;
-      s += v;
+    for (int64_t j = lane; j < p.nk; j += 32 * kBatch, a += 32 * kBatch * kRows) {
+      float y[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u)
+        y[u] = j + 32 * u < p.nk ? block_logit_max(a + 32 * u * kRows, mr, p.q_count) : 0.0f;
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (j + 32 * u >= p.nk) break;
+        const float e = static_cast<float>(exp(static_cast<double>(y[u])));
+        const float v = e != e ? 0.0f : e;
+        row[j + 32 * u] = v;
+        s += v;
+      }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);

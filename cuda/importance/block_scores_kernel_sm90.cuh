@@ -69,7 +69,7 @@ struct Sm90ScoreTraits {
   static constexpr size_t kOffQo = kOffK + kStages * kStageBytes;
   static constexpr size_t kOffM = kOffQo + sizeof(int32_t) * 128;
   static constexpr size_t kOffBar = kOffM + sizeof(float) * 2 * kRows;  // row maxima per slot
-  static constexpr int kBars = 2 * kStages;     // full, empty
+  static constexpr int kBars = 2 * kStages + 4; // full, empty per stage; ready, free per slot
   // +1024: the dynamic shared window is rounded up to the 1024-byte swizzle atom.
   static constexpr size_t kSmem = kOffBar + sizeof(uint64_t) * kBars + 1024;
   static_assert(kRows == 2 * 128, "two consumer warpgroups of 2 x 64 rows");
@@ -209,21 +209,28 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
   const uint32_t bar0 = smem_addr(smem + Tr::kOffBar);
   auto bar_full = [&](int s) { return bar0 + 8u * s; };        // stage landed
   auto bar_empty = [&](int s) { return bar0 + 8u * (S + s); };  // stage read by all 8 consumer warps
+  auto bar_ready = [&](int q) { return bar0 + 8u * (2 * S + q); };  // slot q written by the consumers
+  auto bar_free = [&](int q) { return bar0 + 8u * (2 * S + 2 + q); };  // slot q read by the finishers
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
   const int kc = sp.k_count;
   // Tile n of this CTA (tile blockIdx.x + n * gridDim.x) uses slot n % 2: scratch slot
   // blockIdx.x + (n % 2) * gridDim.x (< the number of tiles, so the workspace has it) and
-  // s_m + (n % 2) * kRows. Named barriers (id, threads): ready(q) = 2 + q, free(q) = 4 + q,
-  // each over the 256 consumers and the finisher warps.
+  // s_m + (n % 2) * kRows. Slot q's k-th use completes phase k of ready(q) (every consumer
+  // thread arrives after its writes) and, when the CTA has a tile two later, of free(q) (every
+  // finisher thread arrives after its reads): per-thread arrivals, so compute-sanitizer
+  // racecheck sees the hand-over.
   auto slot_scratch = [&](int n) {
     return p.scratch + (static_cast<int64_t>(blockIdx.x) + (n & 1) * static_cast<int64_t>(gridDim.x)) * p.nk * kRows;
   };
-  constexpr int kHandOver = Tr::kConsumers + 32 * Tr::kFinishWarps;
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(bar_full(s), 1);   // producer lane 0 (+ TMA bytes)
       mbar_init(bar_empty(s), 8);  // one arrival per consumer warp
+    }
+    for (int q = 0; q < 2; ++q) {
+      mbar_init(bar_ready(q), Tr::kConsumers);
+      mbar_init(bar_free(q), 32 * Tr::kFinishWarps);
     }
     mbar_init_fence();
   }
@@ -238,16 +245,13 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       int n = 0;
       for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++n) {
         const int q = n & 1;
-        named_bar_sync(2 + q, kHandOver);  // the consumers' slot writes are visible
+        mbar_wait(bar_ready(q), (n >> 1) & 1);  // the consumers' slot writes are visible
         // The CTA's last tile is finished by the consumers' 8 warps and these 3 together.
         const bool last = tile + gridDim.x >= p.tiles;
-        finish_tile(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
+        finish_tile<1>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
                     last ? 8 + warp - 1 : warp - 1, last ? 8 + Tr::kFinishWarps : Tr::kFinishWarps, lane);
         // The consumers wait for this slot again only when the CTA has tile n + 2.
-        if (tile + 2 * static_cast<int64_t>(gridDim.x) < p.tiles) {
-          __threadfence_block();
-          named_bar_arrive(4 + q, kHandOver);
-        }
+        if (tile + 2 * static_cast<int64_t>(gridDim.x) < p.tiles) mbar_arrive(bar_free(q));
       }
       return;
     }
@@ -325,7 +329,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
     const int64_t b = bh / p.heads_q, h = bh % p.heads_q;
     float* scratch = slot_scratch(n);
     float* sm_slot = s_m + (n & 1) * kRows;
-    if (sp.overlap && n >= 2) named_bar_sync(4 + (n & 1), kHandOver);  // finishers done with tile n - 2
+    if (sp.overlap && n >= 2) mbar_wait(bar_free(n & 1), ((n >> 1) - 1) & 1);  // finishers done with tile n - 2
     if (ct < p.q_count) s_qo[ct] = p.q_off[bh * p.q_count + ct];
     sync_consumers();
     // Sampled query rows: row r is sample (r mod q_count) of block rt*nqb + r/q_count.
@@ -377,14 +381,13 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       }
     const int cwarp = warp - 4;  // 0..7
     if (sp.overlap) {
-      __threadfence_block();
-      named_bar_arrive(2 + (n & 1), kHandOver);  // slot n % 2 (scratch and row maxima) to the finishers
+      mbar_arrive(bar_ready(n & 1));  // slot n % 2 (scratch and row maxima) to the finishers
       sync_consumers();  // s_qo and sQ are reused (every warpgroup's products are complete)
       if (tile + gridDim.x >= p.tiles)  // the CTA's last tile: help the finishers
-        finish_tile(p, scratch, sm_slot, bh, rt, cwarp, 8 + Tr::kFinishWarps, lane);
+        finish_tile<2>(p, scratch, sm_slot, bh, rt, cwarp, 8 + Tr::kFinishWarps, lane);
     } else {
       sync_consumers();  // the slot's row maxima are complete; s_qo and sQ are reused after this
-      finish_tile(p, scratch, sm_slot, bh, rt, cwarp, 8, lane);
+      finish_tile<2>(p, scratch, sm_slot, bh, rt, cwarp, 8, lane);
     }
   }
 #endif  // PSA_SM90_DEVICE

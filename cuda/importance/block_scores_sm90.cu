@@ -87,11 +87,10 @@ cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t sl
   // Two scratch slots per CTA (CTA c's second slot, c + grid, is used only when c + grid < tiles).
   const int64_t grid = std::min(std::min(p.tiles, std::max<int64_t>(slots / 2, 1)), static_cast<int64_t>(sms));
   if (2 * grid > slots && p.tiles > grid) return cudaErrorNotSupported;
-  // Finisher warps pay when the CTAs have several tiles each and a tile's sweep (k_count * D
-  // multiply-adds per row and key block) outweighs its finish (q_count / 4 loads per query and
-  // key block): measured in PERF_NOTES (v4).
-  sp.overlap = a.finish_overlap >= 0 ? a.finish_overlap
-                                     : (p.tiles >= 4 * grid && static_cast<int64_t>(a.k_count) * D >= 2048 ? 1 : 0);
+  // Finisher warps pay when a tile's sweep (k_count * D multiply-adds per row and key block)
+  // outweighs its finish (q_count / 4 loads per query and key block); measured in PERF_NOTES
+  // (v4): faster at 32 key samples x d64/d128, slower at 8 x d128.
+  sp.overlap = a.finish_overlap >= 0 ? a.finish_overlap : (static_cast<int64_t>(a.k_count) * D >= 2048 ? 1 : 0);
   kernel<<<static_cast<unsigned>(grid), Tr::kThreads, Tr::kSmem, stream>>>(sp);
   return cudaGetLastError();
 }
