@@ -21,6 +21,15 @@ namespace psa {
 namespace gpu {
 namespace sm90 {
 
+// The dynamic shared window rounded up to the 1024-byte swizzle atom. Offsetting the array
+// itself (no round trip through an integer) keeps the result known to be shared memory, so the
+// accesses through it compile to LDS/STS; after a uintptr_t round trip they were generic loads
+// and stores (LD.E / ST.E), each also resolving the address space.
+__device__ __forceinline__ unsigned char* align_smem_1024(unsigned char* raw) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
+  return raw + ((1024u - (a & 1023u)) & 1023u);
+}
+
 // Element offset of (row, 16-byte chunk) in a swizzled [R][D] tile.
 template <int R>
 __device__ __forceinline__ int tile_off(int row, int chunk) {
