@@ -10,10 +10,7 @@
 namespace psa {
 namespace gpu {
 
-bool attention_rows_aligned(const void* ptr, const int64_t stride[4]) {
-  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && stride[0] % 8 == 0 && stride[1] % 8 == 0 &&
-         stride[2] % 8 == 0 && stride[3] == 1;
-}
+bool attention_rows_aligned(const void* ptr, const int64_t stride[4]) { return rows_16b_aligned(ptr, stride); }
 
 namespace {
 // The Hopper kernel loads each work-list entry (block_n / p rows) as one TMA box inside a

@@ -1,8 +1,11 @@
 // cuda/core/cuda_status.h -- every CUDA stage, launcher/entry layer: turns a failed CUDA call
-// or kernel launch into PSA_ERR_CUDA naming the kernel and cudaGetErrorString. Host-only;
+// or kernel launch into PSA_ERR_CUDA naming the kernel and cudaGetErrorString, plus the small
+// launch-time queries the stages share (grid size, shared-memory limit, row alignment). Host-only;
 // kernels never include this (they see no psa.h type).
 #pragma once
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 #include "core/error.h"
 
@@ -28,6 +31,14 @@ inline psa_status cuda_status(cudaError_t e, const char* what) {
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// True when every row of a [B, H, L, D] tensor of 16-bit elements with element strides `stride`
+// starts on 16 bytes and its elements are contiguous: the kernels can then move rows in 16-byte
+// chunks (cp.async, uint4 loads, TMA).
+inline bool rows_16b_aligned(const void* ptr, const int64_t stride[4]) {
+  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && stride[0] % 8 == 0 && stride[1] % 8 == 0 &&
+         stride[2] % 8 == 0 && stride[3] == 1;
+}
 
 // The current device's opt-in shared memory per block in bytes, or 0 (error cleared) when it
 // cannot be queried.

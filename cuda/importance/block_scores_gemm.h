@@ -40,12 +40,6 @@ inline QRowSource q_row_source(const ScoreArgs& a) {
   s.index = a.q_rows;
   return s;
 }
-// Every row q_row_source(a) can address starts on 16 bytes (cp.async of 16-byte chunks).
-inline bool q_rows_aligned(const ScoreArgs& a) {
-  const QRowSource s = q_row_source(a);
-  return reinterpret_cast<uintptr_t>(s.base) % 16 == 0 && s.sb % 8 == 0 && s.sh % 8 == 0 && s.sl % 8 == 0 &&
-         a.q_stride[3] == 1;
-}
 
 namespace score_gemm {
 

@@ -65,14 +65,13 @@ psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream) {
               : score_gemm::launch_scores_f16_d128(p, a.k_count, slots, stream);
 }
 
-psa_status score_scratch_slots(int64_t head_dim, int64_t* slots) {
+psa_status score_scratch_slots(int64_t* slots) {
   int dev = 0, sms = 0;
   PSA_CUDA_TRY(cudaGetDevice(&dev), "score_scratch_slots: cudaGetDevice");
   PSA_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev),
                "score_scratch_slots: cudaDeviceGetAttribute");
   // sm80 kernel: one slot per resident CTA (2 per SM at d64, 1 at d128); sm90 kernel: one CTA per
   // SM with two slots (it finishes one tile while it sweeps the next). Two per SM covers both.
-  (void)head_dim;
   *slots = static_cast<int64_t>(sms) * 2;
   return PSA_OK;
 }

@@ -277,7 +277,9 @@ psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
                 PSA_ERR_UNSUPPORTED,
                 "importance: %d query / %d key samples per block; supported: 1..128 each",
                 a.q_count, a.k_count);
-  PSA_RETURN_IF(!q_rows_aligned(a), PSA_ERR_INTERNAL,
+  const QRowSource qs = q_row_source(a);
+  const int64_t q_stride[4] = {qs.sb, qs.sh, qs.sl, a.q_stride[3]};
+  PSA_RETURN_IF(!rows_16b_aligned(a.q, q_stride), PSA_ERR_INTERNAL,
                 "importance: q rows must be 16-byte aligned (pointer %p, strides %lld/%lld/%lld/%lld)", a.q,
                 static_cast<long long>(a.q_stride[0]), static_cast<long long>(a.q_stride[1]),
                 static_cast<long long>(a.q_stride[2]), static_cast<long long>(a.q_stride[3]));
@@ -286,7 +288,7 @@ psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
       a.scratch_bytes >= score_scratch_slot_bytes(ceil_div(a.len_k, a.block_n)))
     return block_scores_gemm_cuda(a, stream);
   ScoreKernelParams p{};
-  p.q = q_row_source(a);
+  p.q = qs;
   p.k = a.k;
   p.heads_q = a.heads_q;
   p.group = a.heads_q / a.heads_kv;

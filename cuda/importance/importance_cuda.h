@@ -59,10 +59,10 @@ struct ScoreArgs {
 };
 psa_status block_scores_cuda(const ScoreArgs& args, cudaStream_t stream);
 
-// Scratch slots worth giving block_scores_cuda on the current device for `head_dim` (two per SM:
+// Scratch slots worth giving block_scores_cuda on the current device (two per SM, any head dim:
 // one per resident CTA of the sm80 GEMM kernel, two per CTA of the sm90 one); size them with
 // score_scratch_bytes (score_scratch.h). With fewer, the sm90 kernel runs fewer CTAs.
-psa_status score_scratch_slots(int64_t head_dim, int64_t* slots);
+psa_status score_scratch_slots(int64_t* slots);
 
 // True when this binary holds the Hopper score kernel for the current device; cached per device.
 bool score_sm90_available();

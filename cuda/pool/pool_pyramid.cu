@@ -111,8 +111,7 @@ psa_status launch_gather_pool(const GatherArgs& g, int64_t n_blocks, int64_t blo
   if (total == 0 || g.len == 0) return PSA_OK;
   const int threads = 256;
   const unsigned blocks = grid_stride_blocks(total, threads, 65536 * 8);
-  const bool vec = reinterpret_cast<uintptr_t>(g.src) % 16 == 0 && g.stride[0] % 8 == 0 && g.stride[1] % 8 == 0 &&
-                   g.stride[2] % 8 == 0;
+  const bool vec = rows_16b_aligned(g.src, g.stride);  // the entry requires stride[3] == 1
   const auto* src = static_cast<const uint16_t*>(g.src);
   auto* dst = static_cast<uint16_t*>(g.dst);
   T* o2 = static_cast<T*>(out[0]);

@@ -64,8 +64,7 @@ psa_status gather_rows_cuda(const GatherArgs& a, cudaStream_t stream) {
                 static_cast<long long>(a.head_dim));
   PSA_RETURN_IF(reinterpret_cast<uintptr_t>(a.dst) % 16 != 0, PSA_ERR_INTERNAL,
                 "gather: destination not 16-byte aligned");
-  const bool vec = reinterpret_cast<uintptr_t>(a.src) % 16 == 0 && a.stride[0] % 8 == 0 &&
-                   a.stride[1] % 8 == 0 && a.stride[2] % 8 == 0;
+  const bool vec = rows_16b_aligned(a.src, a.stride);
   return launch_gather(a, vec, stream);
 }
 

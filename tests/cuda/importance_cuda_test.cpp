@@ -64,7 +64,7 @@ void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q
   DevBuf<float> scores(static_cast<size_t>(c.B * c.Hq * mq * nk));
   scores.fill_bytes(0xff);
   int64_t slots = 0;
-  if (path != Path::kPerBlock) ASSERT_EQ(PSA_OK, gpu::score_scratch_slots(c.D, &slots)) << psa_last_error_message();
+  if (path != Path::kPerBlock) ASSERT_EQ(PSA_OK, gpu::score_scratch_slots(&slots)) << psa_last_error_message();
   if (slot_override > 0) slots = slot_override;
   // Counts that are not powers of two get one slot anyway: the entry must fall back by itself.
   uint64_t scratch_bytes = gpu::score_scratch_bytes(c.B * c.Hq, mq, nk, qs, ks, slots);
@@ -246,7 +246,7 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
     DevBuf<int32_t> qoff(static_cast<size_t>(s.H * qs)), koff(static_cast<size_t>(s.H * ks));
     DevBuf<float> ref(static_cast<size_t>(s.H * mq * nk)), got80(ref.size()), got90(ref.size());
     int64_t slots = 0;
-    ASSERT_EQ(PSA_OK, gpu::score_scratch_slots(s.D, &slots));
+    ASSERT_EQ(PSA_OK, gpu::score_scratch_slots(&slots));
     const uint64_t scratch_bytes = gpu::score_scratch_bytes(s.H, mq, nk, qs, ks, slots);
     DevBuf<unsigned char> scratch(scratch_bytes);
     gpu::OffsetArgs oa;

@@ -122,7 +122,7 @@ class CudaBackend final : public Backend {
       PSA_TRY(check_method_mask_limits(cfg, *plan));
     }
     int64_t score_slots = 0;
-    if (cfg.method != PSA_METHOD_DENSE) PSA_TRY(gpu::score_scratch_slots(pb.head_dim, &score_slots));
+    if (cfg.method != PSA_METHOD_DENSE) PSA_TRY(gpu::score_scratch_slots(&score_slots));
     auto data = std::make_unique<CudaPlanData>();
     data->device = device_;
     data->layout = cuda_workspace_layout(cfg, *plan, score_slots);
