@@ -7,3 +7,6 @@ using System.Reflection;
 [assembly: AssemblyDescription("Pyramid Sparse Attention (libpsa) bindings")]
 [assembly: AssemblyVersion("0.1.0.0")]
 [assembly: AssemblyInformationalVersion("0.1.0")]
+// Licensed under the Apache License, Version 2.0 (LICENSE and NOTICE at the repository root).
+[assembly: AssemblyCopyright("Copyright The libpsa authors. Licensed under the Apache License, Version 2.0")]
+[assembly: AssemblyMetadata("License", "Apache-2.0")]
