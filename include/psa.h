@@ -381,13 +381,23 @@ PSA_API psa_status psa_context_set_video_pixels(psa_context* context, int64_t fr
 /* Forgets the video grid (no rearrangement, no text handling). */
 PSA_API psa_status psa_context_clear_video_grid(psa_context* context);
 
-/* Warm-up control. By default the context counts forwards: step = (calls /
- * calls_per_step) % inference_steps (no wrap when inference_steps = 0), and a forward runs
- * dense while step < warmup_steps. psa_context_set_step(ctx, s) pins the step to s >= 0;
- * s = -1 returns to counting. psa_context_reset_calls zeroes the call counter. */
+/* Warm-up control. A forward runs dense (every block pair at level 1, as the reference
+ * does in the first denoising steps) when the method is dense or when its step is below
+ * warmup_steps. By default the context counts its forwards and derives the step:
+ * step = (calls / calls_per_step) % inference_steps (no wrap when inference_steps = 0),
+ * calls = forwards made since creation or psa_context_reset_calls. The shipped presets set
+ * calls_per_step to the model's attention calls per denoising step (e.g. Wan2.1_1.3b: 60,
+ * inference_steps 50, warmup_steps 15), so a fresh context with a shipped preset runs its
+ * first calls_per_step * warmup_steps forwards dense (900 for Wan2.1_1.3b): right for one
+ * context serving every layer of a pipeline, but a test or benchmark making a few calls
+ * sees only dense forwards. psa_context_set_step(ctx, s) pins the step to s >= 0 (any
+ * s >= warmup_steps runs sparse); s = -1 returns to counting. psa_context_reset_calls
+ * zeroes the call counter. To see it: psa_context_next_step before a forward,
+ * psa_stats.ran_dense (psa_context_get_stats) after it. */
 PSA_API psa_status psa_context_set_step(psa_context* context, int64_t step);
 PSA_API psa_status psa_context_reset_calls(psa_context* context);
-/* Step that the next forward will use, and whether it will run dense. */
+/* Step that the next forward will use (the pinned step, else the counted one), and
+ * whether it will run dense (method dense, or step < warmup_steps: warm-up). */
 PSA_API psa_status psa_context_next_step(const psa_context* context, int64_t* step,
                                          int32_t* dense);
 
@@ -424,7 +434,11 @@ PSA_API psa_status psa_workspace_size(psa_context* context, const psa_tensor_des
  * [in,opt] stream: cudaStream_t for CUDA; ignored by the CPU backend.
  * CUDA: enqueues on `stream` and returns; no allocation, no synchronisation, capturable
  * in a CUDA graph once the shape was planned by psa_workspace_size. Inputs must stay
- * valid until the stream reaches this point. Advances the warm-up call counter. */
+ * valid until the stream reaches this point. Advances the warm-up call counter.
+ * Warm-up: while the step (pinned, or counted as (calls / calls_per_step) %
+ * inference_steps, see psa_context_set_step) is below warmup_steps, the forward runs dense
+ * and still returns PSA_OK; with a shipped preset a fresh context runs its first
+ * calls_per_step * warmup_steps forwards dense. psa_stats.ran_dense tells afterwards. */
 PSA_API psa_status psa_attention_forward(psa_context* context, const psa_tensor_desc* q_desc,
                                          const void* q, const psa_tensor_desc* k_desc,
                                          const void* k, const psa_tensor_desc* v_desc,
