@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# benchmarks/device_run.sh -- one device call: build, GPU tests, (MEMCHECK=1) compute-sanitizer
-# memcheck on them, (TIMINGS=filter) disabled timing tests, (RACECHECK_FILTER=...) racecheck on a subset, the benchmark (psa_bench + cuDNN SDPA), (NCU=1) one ncu capture of the dense
-# kernel at Wan2.1-1.3B. Logs under $OUT (at most 8 files). SHAPES picks the benchmark shapes.
+# benchmarks/device_run.sh -- build, test and benchmark libpsa on a GPU machine in one go:
+# a Release build for sm_90a in a fresh build directory (BUILD overrides it), the GPU test
+# suite (psa_cuda_tests), (MEMCHECK=1) compute-sanitizer memcheck on it, (TIMINGS=filter)
+# disabled timing tests, (RACECHECK_FILTER=...) compute-sanitizer racecheck on a subset, the
+# benchmark (psa_bench + cuDNN SDPA through run_bench.py; SHAPES picks the shapes) and
+# (NCU=1) one ncu capture of the dense kernel at Wan2.1-1.3B (NCU_SHAPE picks another).
+# Logs go under $OUT (default /tmp/psa-out; at most 8 files).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -62,7 +62,7 @@ TEST(CudaTiming, DISABLED_Wan480pForward) {
     st.struct_size = sizeof(st);
     psa_context_get_stats(ctx, &st);
     const double flops = 4.0 * L * L * D * H;
-    std::printf("[timing] %s/%s: L=%lld H=%lld D=%lld bf16: median %.2f ms (density %.3f; %.0f dense-equivalent TFLOP/s)\n",
+    std::printf("[timing] %s/%s: L=%lld H=%lld D=%lld bf16: median %.2f ms (density %.3f; %.0f TFLOP/s, dense-equivalent)\n",
                 p[0], p[1], static_cast<long long>(L), static_cast<long long>(H), static_cast<long long>(D),
                 ms[ms.size() / 2], st.density, flops / (ms[ms.size() / 2] * 1e-3) / 1e12);
     psa_context_destroy(ctx);
