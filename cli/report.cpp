@@ -52,6 +52,21 @@ std::string step_text(const RunReport& r) {
          ", the first step after warm-up, so that the forward is sparse; --step S pins another)";
 }
 
+// The note printed when the forward ran dense, saying why and how to get a sparse one;
+// empty when it ran sparse.
+std::string dense_note(const RunReport& r) {
+  if (r.dense_reason == "method") {
+    return "ran dense: the preset's method is dense (type dense runs dense at every step)";
+  }
+  if (r.dense_reason == "warmup") {
+    const std::string w = std::to_string(r.info.warmup_steps);
+    return "ran dense: step " + std::to_string(r.stats.step) + " < warmup_steps " + w +
+           " (warm-up; pass --step " + w + " or later for a sparse forward)";
+  }
+  if (!r.dense_reason.empty()) return "ran dense";
+  return "";
+}
+
 // Minimal JSON object writer: keys are plain identifiers, strings are escaped.
 class Json {
  public:
@@ -112,6 +127,8 @@ void print_report_text(const RunReport& r) {
   }
   row("sequence", seq + ", L = " + std::to_string(r.seq_len));
   row("step", step_text(r));
+  const std::string note = dense_note(r);
+  if (!note.empty()) row("note", note);
   row("blocks", std::to_string(r.stats.query_blocks) + " query x " +
                     std::to_string(r.stats.key_blocks) + " key blocks per head");
   if (r.stats.ran_dense) {
@@ -174,6 +191,11 @@ void print_report_json(const RunReport& r, const std::string& verdict) {
   }
   j.integer("step", r.stats.step).boolean("step_pinned", r.step_pinned);
   j.integer("warmup_steps", r.info.warmup_steps).boolean("ran_dense", r.stats.ran_dense != 0);
+  if (r.dense_reason.empty()) {
+    j.null("dense_reason");
+  } else {
+    j.str("dense_reason", r.dense_reason).str("dense_note", dense_note(r));
+  }
   j.integer("query_blocks", r.stats.query_blocks).integer("key_blocks", r.stats.key_blocks);
   j.num("density", r.stats.density).num("sparsity", 1.0 - r.stats.density);
   j.raw("level_fraction", levels.done());

@@ -209,6 +209,11 @@ RunReport execute_run(const RunOptions& o) {
   r.sparse_ms = timed_forward(ctx.get(), r.backend, in, qb, kb, vb, ws, out);
   r.stats.struct_size = sizeof(psa_stats);
   check(psa_context_get_stats(ctx.get(), &r.stats));
+  if (r.stats.ran_dense) {
+    r.dense_reason = r.info.method == PSA_METHOD_DENSE ? "method"
+                     : r.stats.step < r.info.warmup_steps ? "warmup"
+                                                          : "other";
+  }
   r.dense_ms = timed_forward(dense.get(), r.backend, in, qb, kb, vb, ws, dense_out);
   compare(out, dense_out, r);
 

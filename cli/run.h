@@ -46,6 +46,9 @@ struct RunReport {
   std::string input_files;        // "q.npy, k.npy, v.npy" when not synthetic
   bool step_pinned = false;       // --step given
   psa_stats stats{};              // of the sparse forward
+  // Why the sparse forward ran dense (stats.ran_dense): "method" (a dense preset) or
+  // "warmup" (step < warmup_steps); empty when it ran sparse.
+  std::string dense_reason;
   uint64_t workspace_bytes = 0, dense_workspace_bytes = 0;
   double sparse_ms = 0.0, dense_ms = 0.0;  // wall time of each forward (synchronised)
   double rel_l2 = 0.0, cosine = 0.0, max_abs = 0.0;  // sparse output vs dense output

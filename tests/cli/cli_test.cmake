@@ -131,6 +131,27 @@ elseif(CASE STREQUAL "run_out")
   expect_match("${OUT}" "\"step\": 0, \"step_pinned\": true.*\"ran_dense\": true" "--step 0")
   expect_npy("${WORK_DIR}/o2.npy" "<f4" "(2, 2, 256, 64)" 262144)
 
+elseif(CASE STREQUAL "run_warmup_note")
+  # A forward in warm-up runs dense: the report says so, why, and how to get a sparse one.
+  psa_expect(0 run ${small_run} --step 0)
+  expect_match("${OUT}" "\n  note +ran dense: step 0 < warmup_steps 15 \\(warm-up; pass --step 15 or later for a sparse forward\\)\n"
+               "warm-up note")
+  psa_expect(0 run ${small_run} --step 14 --json)
+  expect_match("${OUT}" "\"step\": 14, .*\"ran_dense\": true, \"dense_reason\": \"warmup\", \"dense_note\": \"ran dense: step 14 < warmup_steps 15 "
+               "warm-up --json")
+  psa_expect(0 run --model Wan2.1_1.3b --preset baseline --grid 2,8,16)
+  expect_match("${OUT}" "\n  note +ran dense: the preset's method is dense" "dense preset note")
+
+elseif(CASE STREQUAL "run_default_no_note")
+  # The default step is warmup_steps: the forward is sparse and no note is printed.
+  psa_expect(0 run ${small_run})
+  if(OUT MATCHES "note|ran dense")
+    message(FATAL_ERROR "default run printed a dense note:\n${OUT}")
+  endif()
+  expect_match("${OUT}" "levels +1: [0-9.]+%" "level fractions of a sparse forward")
+  psa_expect(0 run ${small_run} --step 15 --json)
+  expect_match("${OUT}" "\"ran_dense\": false, \"dense_reason\": null," "--step 15 --json")
+
 elseif(CASE STREQUAL "run_bad_preset")
   psa_expect(1 run --model Wan2.1_1.3b --preset no_such_preset --grid 2,8,16)
   expect_match("${ERR}" "^psa: error: .*no_such_preset.*\\(PSA_ERR_NOT_FOUND\\)\n$" "bad preset")
