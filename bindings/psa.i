@@ -92,14 +92,14 @@ static void psa_py_raise(psa_status status) {
 #if defined(SWIGPYTHON)
 %define PSA_PY_OUT_ENUM(TYPE, NAME)
 %typemap(in, numinputs=0) TYPE *NAME (TYPE tmp = (TYPE)0) { $1 = &tmp; }
-%typemap(argout) TYPE *NAME { $result = SWIG_Python_AppendOutput($result, PyLong_FromLong((long)tmp$argnum)); }
+%typemap(argout) TYPE *NAME { $result = SWIG_AppendOutput($result, PyLong_FromLong((long)tmp$argnum)); }
 %enddef
 PSA_PY_OUT_ENUM(psa_param, param)
 PSA_PY_OUT_ENUM(psa_param_type, type)
 
 %typemap(in, numinputs=0) const char **name (const char *tmp = NULL) { $1 = ($1_ltype)&tmp; }
 %typemap(argout) const char **name {
-  $result = SWIG_Python_AppendOutput($result, tmp$argnum ? PyUnicode_FromString(tmp$argnum)
+  $result = SWIG_AppendOutput($result, tmp$argnum ? PyUnicode_FromString(tmp$argnum)
                                                          : SWIG_Py_Void());
 }
 
@@ -111,7 +111,7 @@ struct STRUCT {};
 %extend STRUCT { ~STRUCT() { DESTROY($self); } }
 %typemap(in, numinputs=0) NAME **out (NAME *tmp = NULL) { $1 = &tmp; }
 %typemap(argout) NAME **out {
-  $result = SWIG_Python_AppendOutput($result, SWIG_NewPointerObj(tmp$argnum, $*1_descriptor, SWIG_POINTER_OWN));
+  $result = SWIG_AppendOutput($result, SWIG_NewPointerObj(tmp$argnum, $*1_descriptor, SWIG_POINTER_OWN));
 }
 %enddef
 PSA_PY_HANDLE(psa_config, psa_config_s, psa_config_destroy)

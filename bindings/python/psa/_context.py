@@ -1,26 +1,22 @@
 # bindings/python/psa/_context.py -- psa.Context: a config bound to a backend, used as a
-# context manager; forward() takes NumPy arrays (CPU backend) or DLPack /
+# context manager; forward() takes NumPy arrays (CPU backend) or PyTorch / DLPack /
 # __cuda_array_interface__ tensors (CUDA backend) and writes into `out` or a new array.
 """Contexts and the forward call."""
 
-import collections
+from __future__ import annotations
+
+from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 from . import capi
 from ._config import Config
 from ._errors import Error
-from ._tensors import allocate_like, describe, describe_flat, framework_stream, is_cuda_device
+from ._tensors import (Tensor, allocate, describe, describe_flat, dtype_name, framework_stream,
+                       is_cuda_device)
 
-_BACKENDS = {"auto": capi.PSA_BACKEND_AUTO, "cpu": capi.PSA_BACKEND_CPU,
-             "cuda": capi.PSA_BACKEND_CUDA}
-_TEXT_POSITIONS = {"none": capi.PSA_TEXT_NONE, "first": capi.PSA_TEXT_FIRST,
-                   "last": capi.PSA_TEXT_LAST}
-
-Stats = collections.namedtuple("Stats", [
-    "density", "ran_dense", "step", "call_index", "level_fraction", "query_blocks",
-    "key_blocks", "stage_ms"])
-Stats.__doc__ = """Statistics of a context's last forward. level_fraction maps the level
-(1, 2, 4, 8, 0 = skipped) to its fraction of block pairs; stage_ms maps the stage name to
-host milliseconds (CPU backend only)."""
+_BACKENDS = {"auto": int(capi.PSA_BACKEND_AUTO), "cpu": int(capi.PSA_BACKEND_CPU),
+             "cuda": int(capi.PSA_BACKEND_CUDA)}
+_TEXT_POSITIONS = {"none": int(capi.PSA_TEXT_NONE), "first": int(capi.PSA_TEXT_FIRST),
+                   "last": int(capi.PSA_TEXT_LAST)}
 
 _LEVELS = ((1, capi.PSA_STAT_LEVEL_1), (2, capi.PSA_STAT_LEVEL_2), (4, capi.PSA_STAT_LEVEL_4),
            (8, capi.PSA_STAT_LEVEL_8), (0, capi.PSA_STAT_LEVEL_SKIP))
@@ -29,17 +25,43 @@ _STAGES = (("rearrange", capi.PSA_STAGE_REARRANGE), ("pool", capi.PSA_STAGE_POOL
            ("attention", capi.PSA_STAGE_ATTENTION), ("inverse", capi.PSA_STAGE_INVERSE),
            ("total", capi.PSA_STAGE_TOTAL))
 
+StreamLike = Union[None, int, Any]
 
-def _lookup(table, value, what):
+
+class Stats(NamedTuple):
+    """Statistics of a context's last forward.
+
+    density: computed fraction of the dense work (a level-p block counts 1/p; 1.0 dense).
+    ran_dense: True when the forward ran dense (method dense, or a warm-up step).
+    step: the denoising step the forward used; call_index: the context's call counter then.
+    level_fraction: level (1, 2, 4, 8; 0 = skipped) -> fraction of block pairs.
+    query_blocks, key_blocks: the block counts of the forward.
+    stage_ms: stage name -> host milliseconds (CPU backend only; zeros on CUDA).
+    """
+
+    density: float
+    ran_dense: bool
+    step: int
+    call_index: int
+    level_fraction: Dict[int, float]
+    query_blocks: int
+    key_blocks: int
+    stage_ms: Dict[str, float]
+
+
+def _lookup(table: Dict[str, int], value: Union[str, int], what: str) -> int:
     if isinstance(value, str):
         try:
             return table[value.lower()]
         except KeyError:
-            raise ValueError("%s %r: expected one of %s" % (what, value, ", ".join(table)))
+            raise ValueError("%s = %r: expected one of %s"
+                             % (what, value, ", ".join(repr(k) for k in table))) from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("%s = %r: expected a str or an int" % (what, value))
     return int(value)
 
 
-def _stream_handle(stream):
+def stream_handle(stream: StreamLike) -> int:
     """A CUDA stream as an int: None/0 (legacy default), an int, or an object with
     .cuda_stream (PyTorch) or .ptr (CuPy)."""
     if stream is None:
@@ -47,171 +69,225 @@ def _stream_handle(stream):
     for attr in ("cuda_stream", "ptr"):
         if hasattr(stream, attr):
             return int(getattr(stream, attr))
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        raise TypeError("stream = %r: expected None, an int (cudaStream_t), or an object with "
+                        ".cuda_stream or .ptr" % (stream,))
     return int(stream)
 
 
+def is_cuda_object(obj: Any) -> bool:
+    """True when `obj` is an array in CUDA memory (PyTorch, DLPack, CUDA array interface)."""
+    try:
+        if type(obj).__module__.split(".")[0] == "torch" and hasattr(obj, "device"):
+            return bool(obj.device.type == "cuda")
+        # DLPack first: PyTorch's __cuda_array_interface__ raises TypeError for bfloat16.
+        if hasattr(obj, "__dlpack_device__"):
+            return is_cuda_device(int(obj.__dlpack_device__()[0]))
+        return hasattr(obj, "__cuda_array_interface__")
+    except Exception:  # a property that refuses this tensor: not ours to decide here
+        return False
+
+
 class Context:
-    """A config bound to a backend, with cached per-shape plans and the warm-up counter.
+    """A config bound to a backend, with cached per-shape plans and the warm-up counter::
 
         with psa.Context(psa.Config.load("Wan2.1_1.3b"), backend="cpu") as ctx:
             ctx.set_video_grid(4, 16, 16)
+            ctx.set_step(ctx.config["warmup_steps"])   # a sparse step (see next_step)
             out = ctx.forward(q, k, v)
 
-    One context must not be used by two threads at once. Closing (or leaving the `with`
+    Warm-up: the context counts forwards; step = (calls // calls_per_step) %
+    inference_steps, and a forward runs dense while step < warmup_steps. With the shipped
+    presets a fresh context therefore runs its first calls_per_step * warmup_steps forwards
+    dense. :meth:`next_step` tells what the next forward will do, :meth:`set_step` pins the
+    step, and :meth:`stats` reports ``ran_dense``. (:func:`psa.attention` runs sparse unless
+    given a step.)
+
+    One context must not be used by two threads at once. Closing (or leaving the ``with``
     block) destroys the native context; on CUDA the caller must make sure no forward using
     it is still pending on a stream.
     """
 
-    def __init__(self, config=None, backend="auto", device=-1):
+    def __init__(self, config: Union[None, str, Config] = None,
+                 backend: Union[str, int] = "auto", device: int = -1) -> None:
+        """config: a psa.Config, a model name (its default preset) or None (library
+        defaults). backend: "auto", "cpu" or "cuda". device: CUDA ordinal, -1 = current."""
         if config is None:
             config = Config()
         elif isinstance(config, str):
             config = Config.load(config)
-        self._handle = capi.psa_context_create(config._handle,
-                                               _lookup(_BACKENDS, backend, "backend"), device)
-        self._workspace = None  # (array, nbytes, device): reused by forwards
+        elif not isinstance(config, Config):
+            raise TypeError("config = %r: expected a psa.Config, a model name or None"
+                            % (config,))
+        self._handle: Any = capi.psa_context_create(config._handle,
+                                                    _lookup(_BACKENDS, backend, "backend"),
+                                                    int(device))
+        self._workspace: Optional[Tuple[Any, int, Tuple[str, int]]] = None
 
     # -- lifetime ----------------------------------------------------------------------
-    def close(self):
+    def close(self) -> None:
         """Destroys the native context now (idempotent)."""
         self._workspace = None
         self._handle = None
 
-    def __enter__(self):
+    def __enter__(self) -> "Context":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
-        return False
 
     @property
-    def handle(self):
+    def handle(self) -> Any:
+        """The SWIG handle of the native context (psa.Error when closed)."""
         if self._handle is None:
             raise Error(capi.PSA_ERR_INVALID_STATE, "the context is closed")
         return self._handle
 
     # -- state -------------------------------------------------------------------------
     @property
-    def backend(self):
+    def backend(self) -> str:
         """"cpu" or "cuda": the backend actually chosen."""
         return "cuda" if capi.psa_context_backend(self.handle) == capi.PSA_BACKEND_CUDA else "cpu"
 
     @property
-    def config(self):
+    def config(self) -> Config:
         """A copy of the context's config."""
         return Config(capi.psa_context_get_config(self.handle))
 
-    def set_video_grid(self, t, h, w, text_length=0, text_position="none"):
+    def set_video_grid(self, t: int, h: int, w: int, text_length: int = 0,
+                       text_position: Union[str, int] = "none") -> None:
         """Token grid of the sequences that follow: t*h*w video tokens plus text_length text
         tokens at text_position ("none", "first", "last")."""
         capi.psa_context_set_video_grid(self.handle, t, h, w, text_length,
                                         _lookup(_TEXT_POSITIONS, text_position, "text_position"))
 
-    def set_video_pixels(self, frames, height, width, text_length=-1, text_position="none"):
+    def set_video_pixels(self, frames: int, height: int, width: int, text_length: int = -1,
+                         text_position: Union[str, int] = "none") -> None:
+        """As set_video_grid, from pixel sizes and the config's video_scale divisors
+        (text_length < 0: the config's text_length)."""
         capi.psa_context_set_video_pixels(self.handle, frames, height, width, text_length,
                                           _lookup(_TEXT_POSITIONS, text_position, "text_position"))
 
-    def clear_video_grid(self):
+    def clear_video_grid(self) -> None:
+        """Forgets the video grid (no rearrangement, no text handling)."""
         capi.psa_context_clear_video_grid(self.handle)
 
-    def set_step(self, step):
+    def set_step(self, step: int) -> None:
         """Pins the denoising step (>= 0); -1 returns to counting forwards."""
         capi.psa_context_set_step(self.handle, step)
 
-    def reset_calls(self):
+    def reset_calls(self) -> None:
+        """Zeroes the forward counter (the next forward is step 0 again)."""
         capi.psa_context_reset_calls(self.handle)
 
-    def next_step(self):
-        """(step, dense) of the next forward."""
+    def next_step(self) -> Tuple[int, bool]:
+        """``(step, dense)`` of the next forward: dense is True when it will run dense
+        because step < warmup_steps (or the method is dense)."""
         step, dense = capi.psa_context_next_step(self.handle)
-        return step, bool(dense)
+        return int(step), bool(dense)
 
-    def stats(self):
+    def stats(self) -> Stats:
         """psa.Stats of the last forward (on CUDA this waits for that forward's stream)."""
         s = capi.psa_stats()
         capi.psa_context_get_stats(self.handle, s)
-        return Stats(s.density, bool(s.ran_dense), s.step, s.call_index,
-                     {level: s.get_level_fraction(i) for level, i in _LEVELS},
-                     s.query_blocks, s.key_blocks,
-                     {name: s.get_stage_ms(i) for name, i in _STAGES})
+        return Stats(float(s.density), bool(s.ran_dense), int(s.step), int(s.call_index),
+                     {level: float(s.get_level_fraction(i)) for level, i in _LEVELS},
+                     int(s.query_blocks), int(s.key_blocks),
+                     {name: float(s.get_stage_ms(i)) for name, i in _STAGES})
 
     # -- queries and forward -----------------------------------------------------------
-    def check_supported(self, q, k, v, out=None, layout="bhld"):
+    def check_supported(self, q: Any, k: Any, v: Any, out: Any = None,
+                        layout: str = "bhld") -> None:
         """Raises psa.Error with the reason when a forward on these tensors would fail."""
         tq, tk, tv = (describe(x, n, layout) for x, n in ((q, "q"), (k, "k"), (v, "v")))
         to = describe(out, "out", layout) if out is not None else None
         capi.psa_check_supported(self.handle, tq.desc, tk.desc, tv.desc,
                                  to.desc if to is not None else None)
 
-    def workspace_size(self, q, k, v, out=None, layout="bhld"):
+    def workspace_size(self, q: Any, k: Any, v: Any, out: Any = None,
+                       layout: str = "bhld") -> int:
         """Workspace bytes a forward on these tensors needs (and plans the shape)."""
         tq, tk, tv = (describe(x, n, layout) for x, n in ((q, "q"), (k, "k"), (v, "v")))
         to = describe(out, "out", layout) if out is not None else tq
-        return capi.psa_workspace_size(self.handle, tq.desc, tk.desc, tv.desc, to.desc)
+        return int(capi.psa_workspace_size(self.handle, tq.desc, tk.desc, tv.desc, to.desc))
 
-    def forward(self, q, k, v, out=None, lse=None, layout="bhld", stream=None,
-                workspace=None):
-        """Sparse attention of (q, k, v); returns `out` (or (out, lse) when lse is given).
+    def forward(self, q: Any, k: Any, v: Any, out: Any = None, lse: Any = None,
+                layout: str = "bhld", stream: StreamLike = None, workspace: Any = None) -> Any:
+        """Sparse attention of (q, k, v); returns `out`, or ``(out, lse)`` when lse is given.
 
         q, k, v: 4-D tensors in `layout` order -- "bhld" ([B, H, L, D], PyTorch SDPA's) or
             "blhd" ([B, L, H, D]); any strides with a contiguous head dim. NumPy arrays
-            (CPU backend), or objects exporting __dlpack__ or __cuda_array_interface__.
-        out: written in place when given, else allocated like q (NumPy, PyTorch, CuPy).
+            (CPU backend), torch tensors, or objects exporting __dlpack__ or
+            __cuda_array_interface__. K/V may have fewer heads than q (GQA).
+        out: written in place when given (must be writable, q's shape and dtype), else
+            allocated like q (NumPy, PyTorch, CuPy).
         lse: True to allocate the fp32 [B, H, L] log-sum-exp, or a contiguous fp32 buffer.
         stream: CUDA stream (int, or an object with .cuda_stream / .ptr); default: PyTorch's
             or CuPy's current stream for their tensors, else the legacy default stream.
-            DLPack producers are asked to order their pending work before it;
-            __cuda_array_interface__ objects are used as they are (their producer's stream
-            is not waited on: order that work yourself, or pass DLPack objects).
         workspace: a byte buffer on the backend's device; default: one the context keeps
             and grows (reused by later forwards: pass your own per stream when forwards of
             one context run concurrently on several streams).
         """
         handle = self.handle
         if stream is None:
-            stream = framework_stream(q) if _is_cuda_object(q) else None
-        stream = _stream_handle(stream)
-        tq = describe(q, "q", layout, stream)
-        tk = describe(k, "k", layout, stream)
-        tv = describe(v, "v", layout, stream)
+            stream = framework_stream(q) if is_cuda_object(q) else None
+        stream_int = stream_handle(stream)
+        tq = describe(q, "q", layout, stream_int)
+        tk = describe(k, "k", layout, stream_int)
+        tv = describe(v, "v", layout, stream_int)
+        check_same_device(tq, (("k", tk), ("v", tv)))
         if out is None:
-            out = allocate_like(q, tq.device, tq.desc.dtype)
-        to = describe(out, "out", layout, stream)
+            out = allocate(q, tq.device)
+        to = describe(out, "out", layout, stream_int)
+        check_out(tq, to)
         lse_address, lse_obj, lse_keep = 0, None, None
         if lse is not None and lse is not False:
-            batch, heads, seq = (to.desc.get_shape(i) for i in range(3))
-            lse_obj = (allocate_like(q, tq.device, tq.desc.dtype, shape=(batch, heads, seq))
+            batch, heads, seq = (int(to.desc.get_shape(i)) for i in range(3))
+            lse_obj = (allocate(q, tq.device, shape=(batch, heads, seq), float32=True)
                        if lse is True else lse)
-            lse_address, lse_bytes, _, lse_keep = describe_flat(lse_obj, "lse", stream)
+            lse_address, lse_bytes, _, lse_keep = describe_flat(lse_obj, "lse", stream_int)
             if lse_bytes < 4 * batch * heads * seq:
-                raise Error(capi.PSA_ERR_BUFFER_TOO_SMALL,
-                            "lse: %d bytes; need %d (fp32 [%d, %d, %d])"
-                            % (lse_bytes, 4 * batch * heads * seq, batch, heads, seq))
-        needed = capi.psa_workspace_size(handle, tq.desc, tk.desc, tv.desc, to.desc)
-        ws_address, ws_keep = 0, None
+                raise ValueError("lse: %d bytes; need %d (float32 [%d, %d, %d])"
+                                 % (lse_bytes, 4 * batch * heads * seq, batch, heads, seq))
+        needed = int(capi.psa_workspace_size(handle, tq.desc, tk.desc, tv.desc, to.desc))
+        ws_address, ws_bytes, ws_keep = 0, 0, None
         if workspace is not None:
-            ws_address, ws_bytes, _, ws_keep = describe_flat(workspace, "workspace", stream)
+            ws_address, ws_bytes, _, ws_keep = describe_flat(workspace, "workspace", stream_int)
         elif needed:
             ws = self._workspace
             if ws is None or ws[1] < needed or ws[2] != (tq.device, tq.device_id):
-                ws = (allocate_like(q, tq.device, tq.desc.dtype, nbytes=needed), needed,
-                      (tq.device, tq.device_id))
+                ws = (allocate(q, tq.device, nbytes=needed), needed, (tq.device, tq.device_id))
                 self._workspace = ws
-            ws_address, ws_bytes, _, ws_keep = describe_flat(ws[0], "workspace", stream)
-        else:
-            ws_bytes = 0
+            ws_address, ws_bytes, _, ws_keep = describe_flat(ws[0], "workspace", stream_int)
         capi.psa_attention_forward(handle, tq.desc, tq.address, tk.desc, tk.address, tv.desc,
                                    tv.address, to.desc, to.address, lse_address or None,
-                                   ws_address or None, ws_bytes, stream or None)
+                                   ws_address or None, ws_bytes, stream_int or None)
         del tq, tk, tv, ws_keep, lse_keep  # the capsules stay alive until the call returned
         return (out, lse_obj) if lse_obj is not None else out
 
 
-def _is_cuda_object(obj):
-    # DLPack first: PyTorch's __cuda_array_interface__ raises TypeError for bfloat16.
-    try:
-        if hasattr(obj, "__dlpack_device__"):
-            return is_cuda_device(obj.__dlpack_device__()[0])
-        return hasattr(obj, "__cuda_array_interface__")
-    except Exception:  # a property that refuses this tensor: not ours to decide here
-        return False
+def check_same_device(first: Tensor, others: Tuple[Tuple[str, Tensor], ...],
+                      first_name: str = "q") -> None:
+    """ValueError naming the argument when an array is on another device than `first`, or
+    TypeError when its dtype differs."""
+    for name, t in others:
+        if t.device != first.device or (t.device == "cuda" and -1 not in (t.device_id,
+                                                                          first.device_id)
+                                         and t.device_id != first.device_id):
+            raise ValueError("%s is on %s:%d but %s is on %s:%d; all arrays must be on one "
+                             "device" % (name, t.device, t.device_id, first_name, first.device,
+                                         first.device_id))
+        if t.dtype != first.dtype:
+            raise TypeError("%s has dtype %s but %s has %s; q, k, v and out must share one "
+                            "dtype" % (name, dtype_name(t.dtype), first_name,
+                                       dtype_name(first.dtype)))
+
+
+def check_out(tq: Tensor, to: Tensor) -> None:
+    """ValueError naming `out` when it is read-only, wrongly shaped or elsewhere."""
+    if not to.writable:
+        raise ValueError("out: the array is read-only; pass a writable array")
+    check_same_device(tq, (("out", to),))
+    if tuple(to.shape) != tuple(tq.shape):
+        raise ValueError("out: shape %r; expected q's shape %r" % (tuple(to.shape),
+                                                                   tuple(tq.shape)))

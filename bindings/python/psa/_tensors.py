@@ -1,10 +1,13 @@
-# bindings/python/psa/_tensors.py -- turns array objects (NumPy, anything exporting DLPack or
-# __cuda_array_interface__) into a psa_tensor_desc plus a data address. Reads shapes,
-# strides, dtype and device from the object itself; never copies and never imports a
-# framework that the caller did not already use.
+# bindings/python/psa/_tensors.py -- turns array objects (NumPy, PyTorch, anything exporting
+# DLPack or __cuda_array_interface__) into a psa_tensor_desc plus a data address. Reads
+# shapes, strides, dtype and device from the object itself; never copies and never imports
+# a framework that the caller did not already use.
 """Tensor adapters: object -> (psa_tensor_desc, address, device)."""
 
+from __future__ import annotations
+
 import sys
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from . import capi
 from ._errors import Error
@@ -14,41 +17,65 @@ DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
 # DLPack type codes.
 _DL_FLOAT, _DL_BFLOAT = 2, 4
 
-_DLPACK_DTYPES = {(_DL_FLOAT, 32): capi.PSA_DTYPE_F32, (_DL_FLOAT, 16): capi.PSA_DTYPE_F16,
-                  (_DL_BFLOAT, 16): capi.PSA_DTYPE_BF16}
+F32, F16, BF16 = int(capi.PSA_DTYPE_F32), int(capi.PSA_DTYPE_F16), int(capi.PSA_DTYPE_BF16)
+_DLPACK_DTYPES = {(_DL_FLOAT, 32): F32, (_DL_FLOAT, 16): F16, (_DL_BFLOAT, 16): BF16}
 # Array-interface typestrs (native little-endian or "not applicable" byte order).
-_TYPESTR_DTYPES = {"f4": capi.PSA_DTYPE_F32, "f2": capi.PSA_DTYPE_F16}
-_DTYPE_NAMES = {capi.PSA_DTYPE_F32: "f32", capi.PSA_DTYPE_F16: "f16", capi.PSA_DTYPE_BF16: "bf16"}
-_ITEMSIZE = {capi.PSA_DTYPE_F32: 4, capi.PSA_DTYPE_F16: 2, capi.PSA_DTYPE_BF16: 2}
+_TYPESTR_DTYPES = {"f4": F32, "f2": F16}
+_TORCH_DTYPES = {"torch.float32": F32, "torch.float16": F16, "torch.bfloat16": BF16}
+_DTYPE_NAMES = {F32: "float32", F16: "float16", BF16: "bfloat16"}
+_ITEMSIZE = {F32: 4, F16: 2, BF16: 2}
 
 # Logical order inside libpsa is [B, H, L, D]; `layout` names the caller's dimension order.
-_LAYOUT_AXES = {"bhld": (0, 1, 2, 3), "bnsd": (0, 1, 2, 3),
-                "blhd": (0, 2, 1, 3), "bsnd": (0, 2, 1, 3)}
+LAYOUT_AXES: Dict[str, Tuple[int, int, int, int]] = {
+    "bhld": (0, 1, 2, 3), "bnsd": (0, 1, 2, 3), "blhd": (0, 2, 1, 3), "bsnd": (0, 2, 1, 3)}
+
+Shape = Tuple[int, ...]
 
 
 class Tensor:
-    """One described tensor: desc (capi.psa_tensor_desc), address (int), device
-    ("cpu" or "cuda"), device_id, and `keep` (objects that must stay alive while libpsa
-    uses the memory: the DLPack capsule)."""
+    """One described tensor.
 
-    __slots__ = ("desc", "address", "device", "device_id", "shape", "keep")
+    desc: capi.psa_tensor_desc ([B, H, L, D] order); address: int; device: "cpu" or
+    "cuda"; device_id: CUDA ordinal (-1 when unknown, 0 on the CPU); shape/strides: in the
+    caller's order; dtype: psa dtype int; writable: False for read-only NumPy arrays;
+    framework: "numpy", "torch", "cupy" or "other"; keep: objects that must stay alive while
+    libpsa uses the memory (the DLPack capsule).
+    """
 
-    def __init__(self, desc, address, device, device_id, shape, keep):
+    __slots__ = ("desc", "address", "device", "device_id", "shape", "strides", "dtype",
+                 "writable", "framework", "keep")
+
+    def __init__(self, desc: Any, address: int, device: str, device_id: int, shape: Shape,
+                 strides: Shape, dtype: int, writable: bool, framework: str,
+                 keep: Tuple[Any, ...]) -> None:
         self.desc, self.address, self.device, self.device_id = desc, address, device, device_id
-        self.shape, self.keep = shape, keep
+        self.shape, self.strides, self.dtype = shape, strides, dtype
+        self.writable, self.framework, self.keep = writable, framework, keep
 
 
-def is_cuda_device(device_type):
+def framework_of(obj: object) -> str:
+    """"numpy", "torch", "cupy", "jax" or "other", from the object's type's module."""
+    module = type(obj).__module__.split(".")[0]
+    if module in ("numpy", "torch", "cupy"):
+        return module
+    if module in ("jax", "jaxlib"):
+        return "jax"
+    return "other"
+
+
+def is_cuda_device(device_type: int) -> bool:
+    """True for DLPack's CUDA and CUDA-managed device types."""
     return device_type in (DL_CUDA, DL_CUDA_MANAGED)
 
 
-def dlpack_stream_arg(stream):
+def dlpack_stream_arg(stream: Optional[int]) -> int:
     """DLPack's stream argument for the CUDA stream libpsa will run on: 1 means the legacy
     default stream (0 is not allowed by the protocol)."""
     return 1 if not stream else int(stream)
 
 
-def _contiguous_strides(shape):
+def contiguous_strides(shape: Sequence[int]) -> Shape:
+    """Row-major strides, in elements, of `shape`."""
     strides, acc = [], 1
     for extent in reversed(shape):
         strides.append(acc)
@@ -56,36 +83,60 @@ def _contiguous_strides(shape):
     return tuple(reversed(strides))
 
 
-def _from_array_interface(obj, iface):
-    typestr = iface["typestr"]
+def dtype_name(dtype: int) -> str:
+    """"float32", "float16" or "bfloat16" for a psa dtype."""
+    return _DTYPE_NAMES.get(dtype, str(dtype))
+
+
+def _from_array_interface(name: str, iface: Dict[str, Any]) -> Tuple[int, Shape, Shape, int]:
+    typestr = str(iface["typestr"])
     if typestr[0] not in "<|=" or typestr[1:] not in _TYPESTR_DTYPES:
-        raise Error(capi.PSA_ERR_INVALID_DTYPE,
-                    "typestr %r: supported float32 ('<f4') and float16 ('<f2'); pass bfloat16 "
-                    "through DLPack" % typestr)
+        raise TypeError("%s: dtype %r is not supported: expected float32 or float16 (bfloat16 "
+                        "through PyTorch or DLPack)" % (name, typestr))
     dtype = _TYPESTR_DTYPES[typestr[1:]]
     itemsize = _ITEMSIZE[dtype]
     shape = tuple(int(x) for x in iface["shape"])
     if iface.get("strides") is None:
-        strides = _contiguous_strides(shape)
+        strides = contiguous_strides(shape)
     else:
         byte_strides = tuple(int(x) for x in iface["strides"])
         if any(s % itemsize for s in byte_strides):
-            raise Error(capi.PSA_ERR_INVALID_STRIDE,
-                        "strides %r bytes are not multiples of the element size %d"
-                        % (byte_strides, itemsize))
+            raise ValueError("%s: strides %r bytes are not multiples of the element size %d"
+                             % (name, byte_strides, itemsize))
         strides = tuple(s // itemsize for s in byte_strides)
-    address = int(iface["data"][0])
-    return dtype, shape, strides, address, (obj,)
+    return dtype, shape, strides, int(iface["data"][0])
 
 
-def _read(obj, stream):
-    """Returns (dtype, shape, strides in elements, address, device, device_id, keep)."""
-    # NumPy first, through its array interface: it needs no capsule and works for every
-    # NumPy version (DLPack export arrived in NumPy 1.22).
+Read = Tuple[int, Shape, Shape, int, str, int, bool, str, Tuple[Any, ...]]
+
+
+def read(obj: Any, name: str, stream: Optional[int] = None) -> Read:
+    """``(dtype, shape, strides in elements, address, device, device_id, writable,
+    framework, keep)`` of an array object. TypeError when it is not one, or its dtype is not
+    float32/float16/bfloat16."""
+    framework = framework_of(obj)
     np = sys.modules.get("numpy")
     if np is not None and isinstance(obj, np.ndarray):
-        dtype, shape, strides, address, keep = _from_array_interface(obj, obj.__array_interface__)
-        return dtype, shape, strides, address, "cpu", 0, keep
+        # NumPy through its array interface: no capsule, works for every NumPy version.
+        dtype, shape, strides, address = _from_array_interface(name, obj.__array_interface__)
+        return (dtype, shape, strides, address, "cpu", 0, bool(obj.flags.writeable), "numpy",
+                (obj,))
+    if framework == "torch" and hasattr(obj, "data_ptr"):
+        # PyTorch directly: cheaper than a DLPack capsule per call, and bfloat16 works.
+        dtype = _TORCH_DTYPES.get(str(obj.dtype))
+        if dtype is None:
+            raise TypeError("%s: dtype %s is not supported: expected torch.float32, "
+                            "torch.float16 or torch.bfloat16" % (name, obj.dtype))
+        dev = obj.device
+        if dev.type == "cuda":
+            device, device_id = "cuda", int(dev.index if dev.index is not None else -1)
+        elif dev.type == "cpu":
+            device, device_id = "cpu", 0
+        else:
+            raise ValueError("%s: device %s is not supported: expected cpu or cuda"
+                             % (name, dev))
+        return (dtype, tuple(int(x) for x in obj.shape), tuple(int(x) for x in obj.stride()),
+                int(obj.data_ptr()), device, device_id, True, "torch", (obj,))
     if hasattr(obj, "__dlpack__"):
         device_type, device_id = (obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__")
                                   else (DL_CPU, 0))
@@ -96,56 +147,74 @@ def _read(obj, stream):
         (address, device_type, device_id, code, bits, lanes, shape,
          strides) = capi.psa_py_dlpack_info(capsule)
         if lanes != 1 or (code, bits) not in _DLPACK_DTYPES:
-            raise Error(capi.PSA_ERR_INVALID_DTYPE,
-                        "DLPack dtype (code %d, bits %d, lanes %d): supported float32, "
-                        "float16, bfloat16" % (code, bits, lanes))
+            raise TypeError("%s: DLPack dtype (code %d, bits %d, lanes %d) is not supported: "
+                            "expected float32, float16 or bfloat16" % (name, code, bits, lanes))
         if strides is None:
-            strides = _contiguous_strides(shape)
-        if device_type == DL_CPU or device_type == DL_CUDA_HOST:
+            strides = contiguous_strides(shape)
+        if device_type in (DL_CPU, DL_CUDA_HOST):
             device = "cpu"
         elif is_cuda_device(device_type):
             device = "cuda"
         else:
-            raise Error(capi.PSA_ERR_WRONG_MEMORY_SPACE,
-                        "DLPack device type %d: supported CPU (1), CUDA (2), CUDA host (3), "
-                        "CUDA managed (13)" % device_type)
-        return (_DLPACK_DTYPES[(code, bits)], tuple(shape), tuple(strides), address, device,
-                device_id, (obj, capsule))
+            raise ValueError("%s: DLPack device type %d is not supported: expected CPU (1), "
+                             "CUDA (2), CUDA host (3) or CUDA managed (13)" % (name, device_type))
+        return (_DLPACK_DTYPES[(code, bits)], tuple(shape), tuple(strides), int(address), device,
+                int(device_id), framework != "jax", framework, (obj, capsule))
     if hasattr(obj, "__cuda_array_interface__"):
         iface = obj.__cuda_array_interface__
-        dtype, shape, strides, address, keep = _from_array_interface(obj, iface)
+        dtype, shape, strides, address = _from_array_interface(name, iface)
         # The interface carries no device id; libpsa checks the pointer's device itself.
-        return dtype, shape, strides, address, "cuda", -1, keep
+        return (dtype, shape, strides, address, "cuda", -1, not iface["data"][1], framework,
+                (obj,))
     if hasattr(obj, "__array_interface__"):
-        dtype, shape, strides, address, keep = _from_array_interface(obj, obj.__array_interface__)
-        return dtype, shape, strides, address, "cpu", 0, keep
-    raise TypeError("%s is not a tensor: expected a NumPy array, an object with __dlpack__ "
-                    "or __cuda_array_interface__" % type(obj).__name__)
+        iface = obj.__array_interface__
+        dtype, shape, strides, address = _from_array_interface(name, iface)
+        return (dtype, shape, strides, address, "cpu", 0, not iface["data"][1], framework,
+                (obj,))
+    raise TypeError("%s: %s is not an array: expected a NumPy array, a torch.Tensor, or an "
+                    "object with __dlpack__ or __cuda_array_interface__"
+                    % (name, type(obj).__name__))
 
 
-def describe(obj, name, layout, stream=None):
-    """Describes a 4-D attention tensor whose dimensions are in `layout` order."""
-    axes = _LAYOUT_AXES.get(layout.lower())
+def parse_layout(layout: str, name: str = "layout") -> Tuple[int, int, int, int]:
+    """The axes that take the caller's `layout` order to [B, H, L, D]."""
+    axes = LAYOUT_AXES.get(layout.lower()) if isinstance(layout, str) else None
     if axes is None:
-        raise ValueError("layout %r: expected 'bhld' (= 'bnsd') or 'blhd' (= 'bsnd')" % layout)
-    dtype, shape, strides, address, device, device_id, keep = _read(obj, stream)
+        raise ValueError("%s = %r: expected 'bhld' (= 'bnsd', [B, H, L, D]) or 'blhd' "
+                         "(= 'bsnd', [B, L, H, D])" % (name, layout))
+    return axes
+
+
+def describe(obj: Any, name: str, layout: str, stream: Optional[int] = None) -> Tensor:
+    """Describes a 4-D attention tensor whose dimensions are in `layout` order."""
+    axes = parse_layout(layout)
+    dtype, shape, strides, address, device, device_id, writable, framework, keep = read(
+        obj, name, stream)
     if len(shape) != 4:
-        raise Error(capi.PSA_ERR_INVALID_SHAPE,
-                    "%s: %d dimensions %r; expected 4 in %s order" % (name, len(shape), shape,
-                                                                     layout.upper()))
+        raise ValueError("%s: shape %r has %d dimensions; expected 4 in %s order"
+                         % (name, shape, len(shape), layout.upper()))
     desc = capi.psa_tensor_desc()
     desc.dtype = dtype
     desc.set_shape(*(shape[a] for a in axes))
     desc.set_strides(*(strides[a] for a in axes))
-    return Tensor(desc, address, device, device_id, shape, keep)
+    return Tensor(desc, address, device, device_id, shape, strides, dtype, writable, framework,
+                  keep)
 
 
-def describe_flat(obj, name, stream=None):
-    """A 1-D buffer (workspace, lse): (address, nbytes, device, keep). Must be contiguous."""
+def describe_flat(obj: Any, name: str, stream: Optional[int] = None
+                  ) -> Tuple[int, int, str, Tuple[Any, ...]]:
+    """A contiguous buffer (workspace, lse): ``(address, nbytes, device, keep)``."""
+    if framework_of(obj) == "torch" and hasattr(obj, "data_ptr"):
+        if not obj.is_contiguous():
+            raise ValueError("%s: must be contiguous" % name)
+        return (int(obj.data_ptr()), int(obj.numel() * obj.element_size()),
+                "cuda" if obj.device.type == "cuda" else "cpu", (obj,))
     if hasattr(obj, "nbytes") and hasattr(obj, "__array_interface__"):
         iface = obj.__array_interface__
-        if iface.get("strides") is not None and obj.ndim > 1:
-            raise Error(capi.PSA_ERR_INVALID_STRIDE, "%s: must be contiguous" % name)
+        if iface.get("strides") is not None and getattr(obj, "ndim", 1) > 1:
+            raise ValueError("%s: must be contiguous" % name)
+        if iface["data"][1]:
+            raise ValueError("%s: is read-only" % name)
         return int(iface["data"][0]), int(obj.nbytes), "cpu", (obj,)
     if hasattr(obj, "__dlpack__"):
         device_type, _ = (obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__")
@@ -156,74 +225,68 @@ def describe_flat(obj, name, stream=None):
         count = 1
         for extent in shape:
             count *= extent
-        if strides is not None and tuple(strides) != _contiguous_strides(shape) and count > 1:
-            raise Error(capi.PSA_ERR_INVALID_STRIDE, "%s: must be contiguous" % name)
+        if strides is not None and tuple(strides) != contiguous_strides(shape) and count > 1:
+            raise ValueError("%s: must be contiguous" % name)
         device = "cuda" if is_cuda_device(device_type) else "cpu"
-        return address, count * bits * lanes // 8, device, (obj, capsule)
+        return int(address), int(count * bits * lanes // 8), device, (obj, capsule)
     if hasattr(obj, "__cuda_array_interface__"):
         iface = obj.__cuda_array_interface__
         count, itemsize = 1, int(iface["typestr"][2:])
         for extent in iface["shape"]:
             count *= int(extent)
         if iface.get("strides") is not None and len(iface["shape"]) > 1:
-            raise Error(capi.PSA_ERR_INVALID_STRIDE, "%s: must be contiguous" % name)
+            raise ValueError("%s: must be contiguous" % name)
         return int(iface["data"][0]), count * itemsize, "cuda", (obj,)
     raise TypeError("%s: %s is not a buffer" % (name, type(obj).__name__))
 
 
-def dtype_name(dtype):
-    return _DTYPE_NAMES.get(dtype, str(dtype))
-
-
-def framework_stream(obj):
-    """The CUDA stream a framework's tensor is being used on, when the framework has the
-    notion (PyTorch's current stream); None otherwise."""
-    if type(obj).__module__.split(".")[0] == "torch":
+def framework_stream(obj: Any) -> Optional[int]:
+    """The CUDA stream a framework's tensor is being used on, where the framework has the
+    notion (PyTorch's and CuPy's current stream); None otherwise."""
+    framework = framework_of(obj)
+    if framework == "torch":
         torch = sys.modules["torch"]
-        return torch.cuda.current_stream(obj.device).cuda_stream
-    if type(obj).__module__.split(".")[0] == "cupy":
+        return int(torch.cuda.current_stream(obj.device).cuda_stream)
+    if framework == "cupy":
         cupy = sys.modules["cupy"]
-        return cupy.cuda.get_current_stream().ptr
+        return int(cupy.cuda.get_current_stream().ptr)
     return None
 
 
-_NUMPY_DTYPES = {capi.PSA_DTYPE_F32: "float32", capi.PSA_DTYPE_F16: "float16"}
+_NUMPY_DTYPES = {F32: "float32", F16: "float16"}
 
 
-def allocate_like(template, device, dtype, nbytes=None, shape=None):
-    """A new array on `device` ("cpu"/"cuda") in the template's framework: the template's
-    shape and dtype (`dtype` is its psa dtype), or `nbytes` bytes of uint8, or float32 of
-    `shape`. PyTorch and CuPy tensors get their own kind; other CPU objects get NumPy."""
-    module = type(template).__module__.split(".")[0]
-    if module == "torch":
+def allocate(template: Any, device: str, nbytes: Optional[int] = None,
+             shape: Optional[Sequence[int]] = None, float32: bool = False) -> Any:
+    """A new array on `device` ("cpu"/"cuda") in the template's framework (the device of the
+    template): `nbytes` bytes of uint8, or `shape` (default: the template's) in float32 when
+    `float32`, else in the template's dtype. PyTorch tensors get torch.empty (the caching
+    allocator), CuPy arrays cupy.empty (its memory pool), CPU objects NumPy."""
+    framework = framework_of(template)
+    if framework == "torch":
         torch = sys.modules["torch"]
         if nbytes is not None:
             return torch.empty((nbytes,), dtype=torch.uint8, device=template.device)
-        if shape is not None:
-            return torch.empty(shape, dtype=torch.float32, device=template.device)
-        return torch.empty(template.shape, dtype=template.dtype, device=template.device)
-    if module == "cupy":
+        return torch.empty(tuple(shape) if shape is not None else template.shape,
+                           dtype=torch.float32 if float32 else template.dtype,
+                           device=template.device)
+    if framework == "cupy":
         cupy = sys.modules["cupy"]
         with template.device:
             if nbytes is not None:
                 return cupy.empty((nbytes,), dtype=cupy.uint8)
-            if shape is not None:
-                return cupy.empty(shape, dtype=cupy.float32)
-            return cupy.empty(template.shape, dtype=template.dtype)
+            return cupy.empty(tuple(shape) if shape is not None else template.shape,
+                              dtype=cupy.float32 if float32 else template.dtype)
     if device == "cpu":
         import numpy as np
 
         if nbytes is not None:
             return np.empty((nbytes,), dtype=np.uint8)
-        if shape is not None:
-            return np.empty(shape, dtype=np.float32)
+        dims = tuple(shape) if shape is not None else tuple(read(template, "q")[1])
+        if float32:
+            return np.empty(dims, dtype=np.float32)
+        dtype = read(template, "q")[0]
         if dtype in _NUMPY_DTYPES:
-            return np.empty(tuple(template_shape(template)), dtype=_NUMPY_DTYPES[dtype])
-    raise TypeError("cannot allocate memory like a %s on %s: pass out= (and workspace=, lse= "
-                    "as needed) explicitly" % (type(template).__name__, device))
-
-
-def template_shape(obj):
-    if hasattr(obj, "shape"):
-        return obj.shape
-    return _read(obj, None)[1]
+            return np.empty(dims, dtype=_NUMPY_DTYPES[dtype])
+    raise TypeError("cannot allocate memory like a %s on %s: pass out= (and lse=, workspace= "
+                    "as needed), or use PyTorch or CuPy arrays" % (type(template).__name__, device))
