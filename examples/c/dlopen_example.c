@@ -2,8 +2,9 @@
  * dependency (psa.h is used for its types only). Loads a preset, runs a sparse forward on a
  * small video-like input on the CPU backend, and compares it with a dense forward (a second
  * context with PSA_PARAM_METHOD = PSA_METHOD_DENSE).
- *   cc -std=c11 -Iinclude examples/c/dlopen_example.c -ldl -lm -o dlopen_example
- *   ./dlopen_example [path/to/libpsa.so.0]      (default: libpsa.so.0 on the loader path) */
+ * From the repository root, against the build in build/ (examples/README.md):
+ *   cc -std=c11 -Iinclude examples/c/dlopen_example.c -ldl -lm -o build/examples/dlopen_example && build/examples/dlopen_example build/libpsa.so.0
+ * The argument is the library to load (default: libpsa.so.0 on the loader's path). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

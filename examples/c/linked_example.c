@@ -1,5 +1,8 @@
-/* examples/c/linked_example.c -- libpsa linked the usual way; the packaging test builds it
- * with nothing but pkg-config:
+/* examples/c/linked_example.c -- libpsa linked the usual way. Build and run from the
+ * repository root against the build in build/ (examples/README.md; the rpath lets the
+ * loader find libpsa.so.0 without LD_LIBRARY_PATH):
+ *   cc -std=c11 -Iinclude examples/c/linked_example.c -Lbuild -lpsa -lm -Wl,-rpath,"$PWD/build" -o build/examples/linked_example && build/examples/linked_example
+ * The packaging test builds it with nothing but pkg-config on an install prefix:
  *   cc examples/c/linked_example.c $(pkg-config --cflags --libs psa) -lm -o linked_example
  * Loads a preset, runs a sparse forward on a small video-like input on the CPU backend and
  * compares it with a dense forward (PSA_PARAM_METHOD = PSA_METHOD_DENSE). */
@@ -58,7 +61,7 @@ int main(void) {
   psa_config_destroy(cfg);
 
   const double err = example_rel_l2(sparse, dense, (int64_t)n);
-  printf("libpsa %s (header %s), linked through pkg-config\n", psa_version_string(),
+  printf("libpsa %s (header %s), linked with -lpsa\n", psa_version_string(),
          PSA_VERSION_STRING);
   printf("density %.4f, rel-L2 vs dense %.4e\n", sparse_stats.density, err);
   free(buf);

@@ -1,9 +1,9 @@
 // examples/csharp/Example.cs -- PSA from C# (Mono) through the Psa assembly: load a preset,
 // run a sparse forward on a small video-like input on float[] arrays (CPU backend), compare
 // with a dense forward (a second context with Param.METHOD = Method.DENSE). The input is the
-// one of examples/c/video_input.h. Build and run (paths of a CMake build in build/):
-//   mcs -r:build/bindings/csharp/Psa.dll -out:Example.exe examples/csharp/Example.cs
-//   MONO_PATH=build/bindings/csharp LD_LIBRARY_PATH=build/bindings/csharp:build mono Example.exe
+// one of examples/c/video_input.h. Build and run from the repository root, against the
+// CMake build in build/ (examples/README.md):
+//   cmake --build build --target psa_csharp_assembly && mcs -r:build/bindings/csharp/Psa.dll -out:build/examples/Example.exe examples/csharp/Example.cs && MONO_PATH=build/bindings/csharp LD_LIBRARY_PATH=build/bindings/csharp:build mono build/examples/Example.exe
 using System;
 using Psa;
 
