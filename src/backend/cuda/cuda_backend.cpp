@@ -75,6 +75,15 @@ psa_status upload(const std::vector<int64_t>& host, int64_t** dev, const char* w
   return PSA_OK;
 }
 
+bool stream_capturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
 const char* dtype_label(psa_dtype d) {
   return d == PSA_DTYPE_F32 ? "f32" : d == PSA_DTYPE_F16 ? "f16" : d == PSA_DTYPE_BF16 ? "bf16" : "unknown";
 }
@@ -151,8 +160,16 @@ class CudaBackend final : public Backend {
       cudaPointerAttributes attr{};
       const cudaError_t e = cudaPointerGetAttributes(&attr, x.p);
       if (e != cudaSuccess) (void)cudaGetLastError();
-      const bool device_visible = e == cudaSuccess && (attr.type == cudaMemoryTypeDevice ||
-                                                       attr.type == cudaMemoryTypeManaged);
+      bool device_visible = e == cudaSuccess && (attr.type == cudaMemoryTypeDevice ||
+                                                 attr.type == cudaMemoryTypeManaged);
+      // A workspace from cudaMallocAsync on a stream being captured is a graph allocation: its
+      // address is only backed once the graph runs, so the runtime may not report it as device
+      // memory yet (psa_sparse_attention allocates it so). Alignment is still checked.
+      if (!device_visible && x.p == a.workspace && stream_capturing(a.stream)) {
+        attr.type = cudaMemoryTypeDevice;
+        attr.device = device_;
+        device_visible = true;
+      }
       PSA_RETURN_IF(!device_visible, PSA_ERR_WRONG_MEMORY_SPACE,
                     "%s: %p is host memory; the CUDA backend needs device memory", x.name, x.p);
       PSA_RETURN_IF(attr.type == cudaMemoryTypeDevice && attr.device != device_, PSA_ERR_WRONG_MEMORY_SPACE,
