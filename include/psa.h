@@ -449,15 +449,17 @@ PSA_API psa_status psa_attention_forward(psa_context* context, const psa_tensor_
 /* =====================================================================================
  * Vendor-style entry point: one call shaped like the MindIE-SD `sparse_attention`
  * function, for porting code that uses rf_v2 / ada_bsa. Built on the context API
- * (config -> context -> workspace -> forward -> destroy on every call), so it re-plans
- * the shape each time: keep a context for repeated calls.
+ * (config -> context -> workspace -> forward). On the CPU backend every call builds and
+ * destroys its context; on CUDA the contexts are cached per argument set, so only the
+ * first call of a set plans it.
  * ===================================================================================== */
 
 /* out = block-sparse self-attention of (q, k, v) with `method`, as the vendor call would
  * compute it, with the canonical fixes of the rainfusion-adabsa spec (one mask per batch
  * item, no failure at sparsity edges or for a single unaligned image, key tails kept).
  * [in] q, k, v: [batch, heads, seq_len, head_dim] in `layout`, element type `dtype`, one
- *      shared shape (self-attention). Host pointers for the CPU backend.
+ *      shared shape (self-attention). Host pointers for the CPU backend, device pointers
+ *      (f16 or bf16, head_dim 64 or 128, 16-byte aligned) for CUDA.
  * [out] out: same shape, layout and dtype; must not overlap q, k or v.
  * [in] dtype, batch, heads, seq_len, head_dim, layout: as psa_tensor_desc_init (each >= 1).
  * [in] method: PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA, or PSA_METHOD_DENSE (the vendor's
@@ -479,20 +481,60 @@ PSA_API psa_status psa_attention_forward(psa_context* context, const psa_tensor_
  * [in] scale: softmax scale, >= 0; 0 means 1 / sqrt(head_dim).
  * [in] causal: 0 or 1; ada_bsa and dense only (rf_v2 with causal = 1 is
  *      PSA_ERR_UNSUPPORTED: its token reorder makes causality meaningless).
- * [in] backend: PSA_BACKEND_CPU or PSA_BACKEND_AUTO (both run on the CPU backend, host
- *      pointers; a device pointer gives PSA_ERR_WRONG_MEMORY_SPACE). PSA_BACKEND_CUDA gives
- *      PSA_ERR_UNSUPPORTED: the CUDA backend has no workspace-free path and this call never
- *      allocates device memory; use the context API with a device workspace there.
- * [in,opt] stream: accepted for the vendor signature; ignored (the CPU backend is
- *      synchronous: the result is in `out` when the call returns).
+ * [in] backend: PSA_BACKEND_CPU (host pointers), PSA_BACKEND_CUDA (device pointers, all on
+ *      one device: the device that holds q runs the call), or PSA_BACKEND_AUTO: CUDA when q
+ *      is device (or managed) memory, else CPU. q, k, v and out must all be in the chosen
+ *      backend's memory (managed memory counts for both): otherwise
+ *      PSA_ERR_WRONG_MEMORY_SPACE naming the first argument that is not. PSA_BACKEND_CUDA
+ *      gives PSA_ERR_BACKEND_UNAVAILABLE in a build without CUDA and PSA_ERR_NO_DEVICE when
+ *      no device can be used.
+ * [in,opt] stream: cudaStream_t for CUDA (NULL = legacy default stream); ignored by the CPU
+ *      backend (synchronous: the result is in `out` when the call returns).
  * Returns PSA_OK, or the status and message of the failing step: a parameter out of range
  * gives PSA_ERR_INVALID_ARGUMENT naming it ("sparsity = 1: allowed [0, 1)"), a missing
  * latent_shape_q for rf_v2 PSA_ERR_NULL_POINTER, t*h*w + txt_len != seq_len
  * PSA_ERR_INVALID_SHAPE.
- * Memory: creates a config and a context, allocates the workspace with malloc (failure is
- * PSA_ERR_OUT_OF_MEMORY), runs one forward, frees and destroys everything before it
- * returns; nothing is retained and the caller's buffers are only borrowed.
- * Threads: no shared state; concurrent calls from different threads are allowed. */
+ * CPU backend: creates a config and a context, allocates the workspace with malloc (failure
+ * is PSA_ERR_OUT_OF_MEMORY), runs one forward, frees and destroys everything before it
+ * returns; nothing is retained and the caller's buffers are only borrowed. Concurrent calls
+ * from different threads are allowed (no shared state).
+ * CUDA backend:
+ *  - Cache: a process-wide cache of contexts, one per key = (device, dtype, method,
+ *    sparsity, txt_len, latent_shape_q, keep_sink, keep_recent, cdf_threshold, scale,
+ *    causal, batch, heads, seq_len, head_dim, layout; doubles compared bit for bit). The
+ *    first call of a key creates the context and plans the shape: cudaMalloc of a small
+ *    counter buffer and (rf_v2) of its token permutation, seq_len * 8 bytes, uploaded with
+ *    a synchronous cudaMemcpy, plus one event. Later calls with the same key re-plan
+ *    nothing: no cudaMalloc, no host synchronisation, no device-to-host copy.
+ *  - Bound and eviction: at most 16 idle keys are kept; a first call that goes beyond
+ *    evicts the least recently used idle one. Evicting waits (cudaEventSynchronize) for the
+ *    evicted context's last call to finish on its stream, then frees it. Entries in use
+ *    by another thread, and entries whose call was captured into a CUDA graph (the graph
+ *    keeps pointers into them), are never evicted, so the cache can hold more than 16
+ *    while such entries exist. psa_sparse_attention_clear_cache() frees everything.
+ *  - Workspace: stream-ordered, cudaMallocAsync + cudaFreeAsync on `stream` from the
+ *    current memory pool of the device, freed right after the forward is enqueued (the
+ *    pool reuses it in stream order). With the pool's default release threshold (0) the
+ *    pool may return memory to the driver at synchronisations; set
+ *    cudaMemPoolAttrReleaseThreshold on that pool to keep it reserved between calls.
+ *    Failure is PSA_ERR_OUT_OF_MEMORY (PSA_ERR_CUDA where pools are unsupported).
+ *  - Stream ordering: every kernel and the workspace allocation are enqueued on `stream`
+ *    and the call returns; q, k, v must stay valid and out unread until the stream
+ *    reaches this point. Calls on different streams do not wait for each other.
+ *  - CUDA graphs: once a key was planned by a call outside capture, a call with that key
+ *    may be captured (cudaStreamBeginCapture ... EndCapture); the workspace becomes a
+ *    graph allocation and free. The first call of a key inside a capture returns
+ *    PSA_ERR_INVALID_STATE without enqueueing anything. A captured entry stays cached until
+ *    psa_sparse_attention_clear_cache(); destroy such graphs (or never launch them again)
+ *    before clearing.
+ *  - Threads: concurrent calls are allowed. Calls with one key share one context and are
+ *    serialised while they enqueue (a per-entry lock held for microseconds, not until the
+ *    kernels finish); calls with different keys do not wait for each other, except that a
+ *    first call may wait for an evicted context's last kernels.
+ *  - Eviction and psa_sparse_attention_clear_cache free device memory (cudaFree), which
+ *    CUDA does not allow while another thread captures a stream in
+ *    cudaStreamCaptureModeGlobal: a first call of a new key there should use
+ *    cudaStreamCaptureModeThreadLocal or Relaxed for its captures. */
 PSA_API psa_status psa_sparse_attention(const void* q, const void* k, const void* v, void* out,
                                         psa_dtype dtype, int64_t batch, int64_t heads,
                                         int64_t seq_len, int64_t head_dim, psa_layout layout,
@@ -500,6 +542,19 @@ PSA_API psa_status psa_sparse_attention(const void* q, const void* k, const void
                                         const int64_t* latent_shape_q, int32_t keep_sink,
                                         int32_t keep_recent, double cdf_threshold, double scale,
                                         int32_t causal, psa_backend backend, void* stream);
+
+/* Frees every context cached by psa_sparse_attention on the CUDA backend (see above):
+ * for each, waits for its last uncaptured call to finish (cudaEventSynchronize), then
+ * releases its device memory. A context in use by a call on another thread right now is
+ * freed when that call returns. Use it to give the memory back, and before
+ * cudaDeviceReset() (after which cached contexts would point at freed memory; calling
+ * psa_sparse_attention again after a reset without clearing is undefined behaviour).
+ * CUDA graphs that captured a psa_sparse_attention call must be destroyed, or at least
+ * finished and never launched again, before this call. The next call of each key plans it
+ * again. No effect on the CPU backend (it caches nothing) or in a build without CUDA.
+ * Returns PSA_OK, or PSA_ERR_CUDA when waiting for a context's work failed (the memory is
+ * released anyway). Safe to call from any thread at any time outside stream capture. */
+PSA_API psa_status psa_sparse_attention_clear_cache(void);
 
 /* =====================================================================================
  * Diagnostics

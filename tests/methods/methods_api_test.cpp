@@ -1,13 +1,20 @@
 // tests/methods/methods_api_test.cpp -- the vendor-style entry psa_sparse_attention (equal to
 // the context path bit for bit) and the statuses and messages of invalid rf_v2 / ada_bsa
-// calls through both entries (each message must name the parameter).
+// calls through both entries (each message must name the parameter), plus its backend
+// choice on host pointers (PSA_BACKEND_CUDA without a CUDA build, without a device, on host
+// memory; AUTO on host memory runs the CPU backend). Device pointers: tests/cuda/vendor_cuda_test.cpp.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "api/vendor_cache.h"
 #include "common/api_util.h"
 #include "common/test_util.h"
+
+#if defined(PSA_WITH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
 
 namespace {
 
@@ -150,8 +157,8 @@ TEST(MethodsApi, VendorEntryRejectsBadArgumentsNamingThem) {
   c.causal = 1;
   expect_error(c, PSA_ERR_UNSUPPORTED, "causal");
   c = VendorCall{};
-  c.backend = PSA_BACKEND_CUDA;
-  expect_error(c, PSA_ERR_UNSUPPORTED, "PSA_BACKEND_CUDA");
+  c.backend = static_cast<psa_backend>(7);
+  expect_error(c, PSA_ERR_INVALID_ARGUMENT, "backend");
   c = VendorCall{};
   c.method = PSA_METHOD_PSA;
   expect_error(c, PSA_ERR_UNSUPPORTED, "method");
@@ -184,6 +191,79 @@ TEST(MethodsApi, VendorEntryRunsAtSparsityEdgesAndOnASingleUnalignedImage) {
       fill(rng, c, &v);
       PSA_ASSERT_OK(c.run(q, k, v, &out));
     }
+  }
+}
+
+// Whether this process can use a CUDA device (CUDA builds only).
+bool have_cuda_device() {
+#if defined(PSA_WITH_CUDA)
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+#else
+  return false;
+#endif
+}
+
+TEST(MethodsApi, VendorEntryCudaBackendWithoutCudaBuild) {
+#if defined(PSA_WITH_CUDA)
+  GTEST_SKIP() << "this build has the CUDA backend";
+#else
+  VendorCall c;
+  c.backend = PSA_BACKEND_CUDA;
+  expect_error(c, PSA_ERR_BACKEND_UNAVAILABLE, "backend = PSA_BACKEND_CUDA");
+  EXPECT_NE(std::string(psa_last_error_message()).find("no CUDA backend"), std::string::npos);
+  EXPECT_EQ(psa_sparse_attention_clear_cache(), PSA_OK);
+#endif
+}
+
+TEST(MethodsApi, VendorEntryCudaBackendWithoutDevice) {
+#if !defined(PSA_WITH_CUDA)
+  GTEST_SKIP() << "this build has no CUDA backend";
+#else
+  if (have_cuda_device()) GTEST_SKIP() << "a CUDA device is present (tests/cuda covers it)";
+  VendorCall c;
+  c.backend = PSA_BACKEND_CUDA;
+  expect_error(c, PSA_ERR_NO_DEVICE, "backend = PSA_BACKEND_CUDA");
+  EXPECT_EQ(psa_sparse_attention_clear_cache(), PSA_OK);
+#endif
+}
+
+// Host pointers with PSA_BACKEND_CUDA: the error names q (the first argument checked).
+TEST(MethodsApi, VendorEntryCudaBackendOnHostPointers) {
+  if (!have_cuda_device()) GTEST_SKIP() << "needs a CUDA device";
+  VendorCall c;
+  c.backend = PSA_BACKEND_CUDA;
+  HostTensor q = c.tensor(), k = q, v = q, out = q;
+  EXPECT_EQ(c.run(q, k, v, &out), PSA_ERR_WRONG_MEMORY_SPACE);
+  const std::string msg = psa_last_error_message();
+  EXPECT_EQ(msg.rfind("q: ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("host memory"), std::string::npos) << msg;
+}
+
+// PSA_BACKEND_AUTO on host pointers runs the CPU backend: the same bits as PSA_BACKEND_CPU,
+// and the CUDA context cache is not touched.
+TEST(MethodsApi, VendorEntryAutoOnHostPointersRunsOnCpu) {
+  std::mt19937_64 rng(psa_test::fresh_seed());
+  for (psa_method m : {PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA, PSA_METHOD_DENSE}) {
+    VendorCall c;
+    c.method = m;
+    c.txt_len = 24;
+    HostTensor q = c.tensor(), k = q, v = q, a = q, b = q;
+    fill(rng, c, &q);
+    fill(rng, c, &k);
+    fill(rng, c, &v);
+    const psa::VendorCacheCounters before = psa::vendor_cache_counters();
+    PSA_ASSERT_OK(c.run(q, k, v, &a));
+    c.backend = PSA_BACKEND_AUTO;
+    PSA_ASSERT_OK(c.run(q, k, v, &b));
+    EXPECT_EQ(a.bytes, b.bytes) << "method " << m;
+    const psa::VendorCacheCounters after = psa::vendor_cache_counters();
+    EXPECT_EQ(before.hits, after.hits);
+    EXPECT_EQ(before.misses, after.misses);
   }
 }
 

@@ -496,6 +496,9 @@ extern "C" {
         stream: *mut ::std::os::raw::c_void,
     ) -> psa_status;
 }
+extern "C" {
+    pub fn psa_sparse_attention_clear_cache() -> psa_status;
+}
 pub const PSA_STAT_LEVEL_1: _bindgen_ty_1 = 0;
 pub const PSA_STAT_LEVEL_2: _bindgen_ty_1 = 1;
 pub const PSA_STAT_LEVEL_4: _bindgen_ty_1 = 2;
