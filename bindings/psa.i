@@ -133,7 +133,7 @@ PSA_PY_HANDLE(psa_catalog, psa_catalog_s, psa_catalog_destroy)
 }
 
 /* Small int64 arrays ({t, h, w}) are a sequence of ints or None. */
-%typemap(in) const int64_t latent_shape_q[3] (int64_t tmp[3]) {
+%typemap(in) const int64_t *latent_shape_q (int64_t tmp[3]) {
   if ($input == Py_None) {
     $1 = NULL;
   } else {
@@ -180,11 +180,11 @@ PSA_CS_OUT(const char **, name, global::System.IntPtr)
 PSA_CS_OUT(psa_param *, param, Param)
 PSA_CS_OUT(psa_param_type *, type, ParamType)
 /* Small int64 arrays ({t, h, w}) are long[] (pinned for the call) or null. */
-%typemap(ctype) const int64_t latent_shape_q[3] "int64_t *"
-%typemap(imtype) const int64_t latent_shape_q[3] "long[]"
-%typemap(cstype) const int64_t latent_shape_q[3] "long[]"
-%typemap(csin) const int64_t latent_shape_q[3] "$csinput"
-%typemap(in) const int64_t latent_shape_q[3] %{ $1 = $input; %}
+%typemap(ctype) const int64_t *latent_shape_q "int64_t *"
+%typemap(imtype) const int64_t *latent_shape_q "long[]"
+%typemap(cstype) const int64_t *latent_shape_q "long[]"
+%typemap(csin) const int64_t *latent_shape_q "$csinput"
+%typemap(in) const int64_t *latent_shape_q %{ $1 = $input; %}
 
 /* C# names: psa_dtype -> DType, PSA_DTYPE_F16 -> DType.F16, PSA_ERR_NOT_FOUND ->
  * Status.ERR_NOT_FOUND (enum items share one SWIG namespace: ERR_CUDA vs Backend.CUDA).

@@ -74,6 +74,7 @@ class _Cache:
         with self._lock:
             entries = list(self._entries.values())
             self._entries.clear()
+            self.hits = self.misses = 0
         for entry in entries:
             _retire(entry)
 
@@ -98,8 +99,9 @@ _CACHE = _Cache()
 
 
 def clear_cache() -> None:
-    """Destroys every cached context (waiting on CUDA for their last forwards) and frees
-    their plans and host workspaces. Later calls plan again."""
+    """Destroys every cached context (waiting on CUDA for their last forwards), frees
+    their plans and host workspaces and zeroes the hit/miss counters. Later calls plan
+    again."""
     _CACHE.clear()
 
 

@@ -303,7 +303,7 @@ class Config:
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self) -> str:
-        return "psa.Config(type=%s, block_size=%dx%d, mask_mode=%s)" % (
+        return "psa.Config(type=%s, block_size=%sx%s, mask_mode=%s)" % (
             self["type"], self["block_size.m"], self["block_size.n"], self["mask_mode"])
 
 

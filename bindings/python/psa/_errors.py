@@ -13,16 +13,17 @@ class Error(RuntimeError):
         name:    the status name, e.g. "PSA_ERR_INVALID_SHAPE".
     """
 
-    def __init__(self, status, message):
+    def __init__(self, status: int, message: str) -> None:
         self.status = int(status)
         self.message = str(message)
         super().__init__(self.status, self.message)
 
     @property
-    def name(self):
+    def name(self) -> str:
+        """The status name, e.g. "PSA_ERR_INVALID_SHAPE"."""
         from . import capi  # deferred: this module loads before the extension
 
-        return capi.psa_status_name(self.status)
+        return str(capi.psa_status_name(self.status))
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "%s: %s" % (self.name, self.message) if self.message else self.name

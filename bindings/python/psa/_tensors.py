@@ -123,8 +123,8 @@ def read(obj: Any, name: str, stream: Optional[int] = None) -> Read:
                 (obj,))
     if framework == "torch" and hasattr(obj, "data_ptr"):
         # PyTorch directly: cheaper than a DLPack capsule per call, and bfloat16 works.
-        dtype = _TORCH_DTYPES.get(str(obj.dtype))
-        if dtype is None:
+        torch_dtype = _TORCH_DTYPES.get(str(obj.dtype))
+        if torch_dtype is None:
             raise TypeError("%s: dtype %s is not supported: expected torch.float32, "
                             "torch.float16 or torch.bfloat16" % (name, obj.dtype))
         dev = obj.device
@@ -135,7 +135,8 @@ def read(obj: Any, name: str, stream: Optional[int] = None) -> Read:
         else:
             raise ValueError("%s: device %s is not supported: expected cpu or cuda"
                              % (name, dev))
-        return (dtype, tuple(int(x) for x in obj.shape), tuple(int(x) for x in obj.stride()),
+        return (torch_dtype, tuple(int(x) for x in obj.shape),
+                tuple(int(x) for x in obj.stride()),
                 int(obj.data_ptr()), device, device_id, True, "torch", (obj,))
     if hasattr(obj, "__dlpack__"):
         device_type, device_id = (obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__")
