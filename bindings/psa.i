@@ -30,6 +30,14 @@
  * =================================================================================== */
 #if defined(SWIGPYTHON)
 %{
+/* Every wrapped call returns psa_status, which the out typemap below turns into None (or an
+ * exception): for the caller the C return value is not a value. SWIG >= 4.3 appends output
+ * parameters to a non-void function's None instead of replacing it ([None, x]); treating
+ * every call as void keeps the results what they are with SWIG 4.0-4.2 (x, or a list of the
+ * outputs). The macro is defined after SWIG's runtime function and before the wrappers. */
+#if defined(SWIG_VERSION) && SWIG_VERSION >= 0x040300
+#define SWIG_Python_AppendOutput(result, obj, is_void) SWIG_Python_AppendOutput(result, obj, 1)
+#endif
 /* psa.Error lives in python/psa/_errors.py; the hook falls back to RuntimeError when the
  * module is used outside its package. The message is read first: nothing else may run a
  * libpsa call between the failing call and psa_last_error_message(). */

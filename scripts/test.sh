@@ -42,6 +42,21 @@ else
   echo "test.sh: no GPU (nvidia-smi -L failed): skipping the tests labelled gpu"
 fi
 
+# ---- the Python package as a user installs it (scripts/python_package_test.sh) ---------------
+# A copy of the tree, a fresh venv, `pip install` (libpsa built again through CMake), every
+# build directory deleted, then the Python tests, the Python examples and mypy --strict
+# against the installed package. PSA_SKIP_PYTHON_PACKAGE=1 skips it.
+if [ "${PSA_SKIP_PYTHON_PACKAGE:-0}" = 1 ]; then
+  echo "test.sh: PSA_SKIP_PYTHON_PACKAGE=1: skipping scripts/python_package_test.sh"
+else
+  if bash scripts/python_package_test.sh; then
+    summaries+=("python package: OK (pip install, tests, examples, mypy --strict)")
+  else
+    summaries+=("python package: FAILED (scripts/python_package_test.sh)")
+    status=1
+  fi
+fi
+
 # ---- robustness steps (scripts/sanitize.sh, scripts/fuzz.sh) --------------------------------
 # The CPU suite again under ASan + UBSan in build/sanitize (plus a LeakSanitizer pass), then each
 # libFuzzer target for PSA_FUZZ_SECONDS (45 s here) in build/fuzz; fuzz.sh prints "skipped" and

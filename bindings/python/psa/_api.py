@@ -160,11 +160,11 @@ def _resolve_config(model: Optional[str], preset: Optional[str], config: ConfigL
 
 
 # ---- arrays --------------------------------------------------------------------------------
-def _check_inference(*arrays: Any) -> None:
+def _check_inference(*arrays: Any, names: Tuple[str, ...] = ("q", "k", "v")) -> None:
     torch = sys.modules.get("torch")
     if torch is None or not torch.is_grad_enabled():
         return
-    for name, a in zip(("q", "k", "v"), arrays):
+    for name, a in zip(names, arrays):
         if getattr(a, "requires_grad", False):
             raise RuntimeError("%s requires grad: libpsa is inference only (no backward); run "
                                "under torch.no_grad() / torch.inference_mode() or detach()"
@@ -217,15 +217,16 @@ class _StreamScope:
 
 def _run(key_extra: Hashable, make_config: Any, q: Any, k: Any, v: Any, layout: str,
          out: Any, return_lse: bool, stream: StreamLike, step: Optional[int],
-         grid: Optional[Tuple[int, int, int, int, int]]) -> Any:
+         grid: Optional[Tuple[int, int, int, int, int]],
+         names: Tuple[str, str, str] = ("q", "k", "v")) -> Any:
     """Shared body of attention() and sparse_attention(): describe and check the arrays,
     find or make the cached context, allocate out/lse/workspace, run one forward."""
     parse_layout(layout)
-    _check_inference(q, k, v)
-    tq = describe(q, "q", layout)
-    tk = describe(k, "k", layout)
-    tv = describe(v, "v", layout)
-    check_same_device(tq, (("k", tk), ("v", tv)))
+    _check_inference(q, k, v, names=names)
+    tq = describe(q, names[0], layout)
+    tk = describe(k, names[1], layout)
+    tv = describe(v, names[2], layout)
+    check_same_device(tq, ((names[1], tk), (names[2], tv)), first_name=names[0])
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
         raise ValueError("step = %r: expected None (sparse) or an int >= 0" % (step,))
     if not isinstance(return_lse, bool):
@@ -494,4 +495,4 @@ def sparse_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
         return cfg
 
     return _run(("sparse_attention", params, grid), make_config, query, key, value, layout,
-                out, False, stream, None, grid)
+                out, False, stream, None, grid, names=("query", "key", "value"))
