@@ -1,0 +1,532 @@
+# bindings/python/psa/diffusers.py -- Pyramid Sparse Attention inside diffusers pipelines:
+# enable_psa() swaps the self-attention processors of WanTransformer3DModel (Wan2.1/2.2,
+# the A14B pair) and CogVideoXTransformer3DModel for ones that call the psa::attention
+# torch op; a forward pre-hook on each transformer derives the video grid from the latent
+# shape and counts denoising steps for the preset's warm-up. disable_psa() undoes it all.
+# Imported on demand only (`import psa.diffusers`): `import psa` imports neither torch nor
+# diffusers.
+"""Pyramid Sparse Attention for diffusers' Wan and CogVideoX transformers.
+
+One call to turn it on, one to turn it off::
+
+    import psa.diffusers
+    pipe = diffusers.WanPipeline.from_pretrained(...)
+    psa.diffusers.enable_psa(pipe)                 # or enable_psa(pipe.transformer, ...)
+    video = pipe(prompt, ...).frames
+    psa.diffusers.disable_psa(pipe)                # the original processors, exactly
+
+What it changes: the self-attention (``attn1``) of every transformer block runs through
+libpsa (the op ``psa::attention`` of :mod:`psa.torch`); cross-attention, Wan I2V's
+image-context attention and everything else run the diffusers code unchanged. Queries, keys
+and values are computed exactly as diffusers' ``WanAttnProcessor`` and
+``CogVideoXAttnProcessor2_0`` compute them (projections, q/k norms, RoPE); only the
+attention call differs. With a dense preset (``baseline``) the output equals the default
+processors' up to float rounding.
+
+The video grid comes from each forward's latent shape and the transformer's patch size:
+Wan ``hidden_states`` [B, C, F, H, W] give ``(F/p_t, H/p_h, W/p_w)``; CogVideoX
+``hidden_states`` [B, F, C, H, W] give ``(F/p_t, H/p, W/p)`` (``p_t`` = ``patch_size_t``,
+1 when unset), and its text tokens (``encoder_hidden_states.shape[1]``, 226 for
+CogVideoX-5B) lead the sequence. A latent shape that the patch size does not divide raises
+ValueError naming the shape before the transformer runs.
+
+Warm-up counts denoising steps, not calls: while a transformer's step is below the preset's
+``warmup_steps`` its attention runs dense (in libpsa), then sparse. Each transformer keeps
+its own counter (the A14B high- and low-noise transformers each start at step 0 when they
+first run). How steps are counted (``step_source``):
+
+* ``"scheduler"`` (default for a pipeline): a step ends when the pipeline calls
+  ``scheduler.step``; ``scheduler.set_timesteps`` (called at the start of every generation)
+  starts again at step 0. Nothing is read from the GPU, and a compiled transformer
+  (``torch.compile``) sees only a dense/sparse flag (one recompile when it flips).
+* ``"timestep"`` (default for a bare transformer): a forward whose timestep (its largest
+  value, for Wan2.2's per-token timesteps) differs from the previous forward's starts a new
+  step; a larger timestep than the previous one starts a new generation (step 0). Classifier
+  -free guidance as a batch of 2 or as two passes with the same timestep is one step. Reads
+  the timestep on the host once per forward (a graph break under torch.compile: use
+  "scheduler" or "manual" there).
+* ``"manual"``: :func:`set_step` sets the step; nothing is counted.
+
+:func:`stats` reports each transformer's step, grid and dense/sparse call counts.
+
+Supported versions: diffusers 0.42 (tested with 0.42.1, torch 2.15.0); the processors
+mirror that version's ``WanAttnProcessor`` and ``CogVideoXAttnProcessor2_0``, and
+:func:`enable_psa` refuses attention processors of any other class. Versions before 0.35
+(no ``WanAttention`` class) are not supported.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+
+from . import torch as psa_torch
+from ._config import Value
+from ._errors import Error
+
+try:
+    from diffusers.models.attention_processor import CogVideoXAttnProcessor2_0
+    from diffusers.models.transformers import transformer_wan as _wan
+    from diffusers.models.transformers.cogvideox_transformer_3d import (
+        CogVideoXTransformer3DModel)
+    from diffusers.models.transformers.transformer_wan import (WanAttnProcessor,
+                                                               WanTransformer3DModel)
+except ImportError as e:  # pragma: no cover - depends on the installed diffusers
+    raise ImportError("psa.diffusers needs diffusers >= 0.35 with WanTransformer3DModel and "
+                      "CogVideoXTransformer3DModel (tested: 0.42.1): %s" % e) from e
+
+__all__ = ["enable_psa", "disable_psa", "set_step", "reset_steps", "stats", "is_enabled",
+           "SUPPORTED_DIFFUSERS"]
+
+SUPPORTED_DIFFUSERS = "0.42"
+"""The diffusers minor version the processors mirror (tested: 0.42.1)."""
+
+_STEP_SOURCES = ("auto", "scheduler", "timestep", "manual")
+_STATE_ATTR = "_psa_state"
+
+
+# ---- per-transformer state ---------------------------------------------------------------
+class _State:
+    """One transformer's PSA state: config key, grid of the current forward, step counter,
+    the original processors and the hook."""
+
+    def __init__(self, kind: str, model: str, key: str, warmup_steps: int,
+                 step_source: str) -> None:
+        self.kind = kind                      # "wan" or "cogvideox"
+        self.model = model
+        self.key = key                        # psa.torch config key
+        self.text_first = kind == "cogvideox"
+        self.warmup_steps = warmup_steps
+        self.step_source = step_source
+        self.grid: Optional[Tuple[int, int, int]] = None
+        self.step = 0                         # the step of the current forward
+        self.dense = warmup_steps > 0         # step < warmup_steps, kept with step
+        self.last_timestep: Optional[float] = None
+        self.ran = False                      # ran since the last scheduler.step
+        self.dense_calls = 0
+        self.sparse_calls = 0
+        self.forwards = 0
+        self.originals: Dict[str, Any] = {}   # attention module name -> original processor
+        self.hook: Any = None
+
+    def set_step(self, step: int) -> None:
+        self.step = step
+        self.dense = step < self.warmup_steps
+
+    def observe_timestep(self, value: float) -> None:
+        last = self.last_timestep
+        if last is None or value > last:
+            self.set_step(0)                  # first forward, or a new generation
+        elif value != last:
+            self.set_step(self.step + 1)
+        self.last_timestep = value
+
+    def reset(self) -> None:
+        self.set_step(0)
+        self.last_timestep = None
+        self.ran = False
+
+
+def _state_of(module: Any) -> Optional[_State]:
+    state = getattr(module, _STATE_ATTR, None)
+    return state if isinstance(state, _State) else None
+
+
+def _kind_of(transformer: Any) -> str:
+    if isinstance(transformer, WanTransformer3DModel):
+        return "wan"
+    if isinstance(transformer, CogVideoXTransformer3DModel):
+        return "cogvideox"
+    raise TypeError("%s is not supported: psa.diffusers handles WanTransformer3DModel (Wan2.1, "
+                    "Wan2.2) and CogVideoXTransformer3DModel" % type(transformer).__name__)
+
+
+def _default_model(kind: str, transformer: Any, pair: bool) -> str:
+    cfg = transformer.config
+    if kind == "cogvideox":
+        return "CogVideo1.5_5b" if getattr(cfg, "patch_size_t", None) else "CogVideo_5b"
+    if pair:
+        return "Wan2.2_A14B"
+    if int(getattr(cfg, "in_channels", 16)) == 48:
+        return "Wan2.2_5B"
+    if int(cfg.num_attention_heads) * int(cfg.attention_head_dim) == 1536:
+        return "Wan2.1_1.3b"
+    return "Wan2.1_14b"
+
+
+def _patch(kind: str, transformer: Any) -> Tuple[int, int, int]:
+    cfg = transformer.config
+    if kind == "wan":
+        p_t, p_h, p_w = (int(x) for x in cfg.patch_size)
+        return p_t, p_h, p_w
+    p = int(cfg.patch_size)
+    return int(cfg.patch_size_t or 1), p, p
+
+
+def latent_grid(transformer: Any, latent_shape: Tuple[int, ...]) -> Tuple[int, int, int]:
+    """The (t, h, w) token grid of a latent of `latent_shape` ([B, C, F, H, W] for Wan,
+    [B, F, C, H, W] for CogVideoX); ValueError naming the shape when the transformer's patch
+    size does not divide it."""
+    kind = _kind_of(transformer)
+    if len(latent_shape) != 5:
+        raise ValueError("hidden_states: shape %r; expected a 5-D latent (%s)"
+                         % (tuple(latent_shape), "[B, C, F, H, W]" if kind == "wan"
+                            else "[B, F, C, H, W]"))
+    frames, height, width = ((latent_shape[2], latent_shape[3], latent_shape[4])
+                             if kind == "wan" else
+                             (latent_shape[1], latent_shape[3], latent_shape[4]))
+    p_t, p_h, p_w = _patch(kind, transformer)
+    if frames % p_t or height % p_h or width % p_w:
+        raise ValueError("hidden_states: latent shape %r (frames, height, width = %d, %d, %d) "
+                         "is not divisible by %s's patch size (p_t, p_h, p_w) = (%d, %d, %d)"
+                         % (tuple(int(x) for x in latent_shape), frames, height, width,
+                            type(transformer).__name__, p_t, p_h, p_w))
+    return frames // p_t, height // p_h, width // p_w
+
+
+_WAN_ARGS = ("hidden_states", "timestep", "encoder_hidden_states")
+_COG_ARGS = ("hidden_states", "encoder_hidden_states", "timestep")
+
+
+def _argument(args: Tuple[Any, ...], kwargs: Dict[str, Any], names: Tuple[str, ...],
+              name: str) -> Any:
+    if name in kwargs:
+        return kwargs[name]
+    index = names.index(name)
+    return args[index] if index < len(args) else None
+
+
+def _make_pre_hook(state: _State) -> Any:
+    def pre_hook(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+        names = _WAN_ARGS if state.kind == "wan" else _COG_ARGS
+        hidden_states = _argument(args, kwargs, names, "hidden_states")
+        state.grid = latent_grid(module, tuple(hidden_states.shape))
+        state.forwards += 1
+        if state.step_source == "timestep":
+            timestep = _argument(args, kwargs, names, "timestep")
+            value = (float(timestep.max()) if isinstance(timestep, torch.Tensor)
+                     else float(timestep))
+            state.observe_timestep(value)
+        elif state.step_source == "scheduler":
+            state.ran = True
+    return pre_hook
+
+
+# ---- the attention call ------------------------------------------------------------------
+def _psa(state: _State, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+         layout: str, text_length: int) -> torch.Tensor:
+    grid = state.grid
+    if grid is None:
+        raise RuntimeError("psa.diffusers: no video grid (the processor ran outside its "
+                           "transformer's forward)")
+    seq = query.shape[1] if layout == "blhd" else query.shape[2]
+    if grid[0] * grid[1] * grid[2] + text_length != seq:
+        raise ValueError("psa.diffusers: the self-attention sequence has %d tokens but the "
+                         "latent grid %r%s gives %d (sequence split or changed by another "
+                         "hook?)" % (seq, grid, " plus %d text tokens" % text_length
+                                     if text_length else "",
+                                     grid[0] * grid[1] * grid[2] + text_length))
+    if state.dense:
+        state.dense_calls += 1
+    else:
+        state.sparse_calls += 1
+    out: torch.Tensor = psa_torch.attention(
+        query, key, value, config=state.key, grid=grid, text_length=text_length,
+        text_first=state.text_first, layout=layout, step=0 if state.dense else None)
+    return out
+
+
+def _wan_rotary(hidden_states: torch.Tensor, freqs_cos: torch.Tensor,
+                freqs_sin: torch.Tensor) -> torch.Tensor:
+    # diffusers 0.42 WanAttnProcessor.__call__'s apply_rotary_emb
+    x1, x2 = hidden_states.unflatten(-1, (-1, 2)).unbind(-1)
+    cos = freqs_cos[..., 0::2]
+    sin = freqs_sin[..., 1::2]
+    out = torch.empty_like(hidden_states)
+    out[..., 0::2] = x1 * cos - x2 * sin
+    out[..., 1::2] = x1 * sin + x2 * cos
+    return out.type_as(hidden_states)
+
+
+def _wan_qkv(attn: Any, hidden_states: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    get = getattr(_wan, "_get_qkv_projections", None)
+    if get is not None:
+        q, k, v = get(attn, hidden_states, None)
+        return q, k, v
+    return attn.to_q(hidden_states), attn.to_k(hidden_states), attn.to_v(hidden_states)
+
+
+class PsaWanAttnProcessor(WanAttnProcessor):  # type: ignore[misc]
+    """WanAttnProcessor whose self-attention runs through libpsa (other calls: `original`)."""
+
+    def __init__(self, state: _State, original: Any) -> None:
+        super().__init__()
+        self.psa_state = state
+        self.original = original
+
+    def __call__(self, attn: Any, hidden_states: torch.Tensor,
+                 encoder_hidden_states: Optional[torch.Tensor] = None,
+                 attention_mask: Optional[torch.Tensor] = None,
+                 rotary_emb: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+                 **kwargs: Any) -> torch.Tensor:
+        if (encoder_hidden_states is not None or attention_mask is not None or kwargs
+                or attn.add_k_proj is not None):
+            out: torch.Tensor = self.original(attn, hidden_states, encoder_hidden_states,
+                                              attention_mask, rotary_emb, **kwargs)
+            return out
+        query, key, value = _wan_qkv(attn, hidden_states)
+        query = attn.norm_q(query)
+        key = attn.norm_k(key)
+        query = query.unflatten(2, (attn.heads, -1))
+        key = key.unflatten(2, (attn.heads, -1))
+        value = value.unflatten(2, (attn.heads, -1))
+        if rotary_emb is not None:
+            query = _wan_rotary(query, *rotary_emb)
+            key = _wan_rotary(key, *rotary_emb)
+        hidden_states = _psa(self.psa_state, query, key, value, "blhd", 0)
+        hidden_states = hidden_states.flatten(2, 3)
+        hidden_states = hidden_states.type_as(query)
+        hidden_states = attn.to_out[0](hidden_states)
+        hidden_states = attn.to_out[1](hidden_states)
+        return hidden_states
+
+
+class PsaCogVideoXAttnProcessor(CogVideoXAttnProcessor2_0):  # type: ignore[misc]
+    """CogVideoXAttnProcessor2_0 whose joint text+video attention runs through libpsa
+    (text tokens first)."""
+
+    def __init__(self, state: _State, original: Any) -> None:
+        super().__init__()
+        self.psa_state = state
+        self.original = original
+
+    def __call__(self, attn: Any, hidden_states: torch.Tensor,
+                 encoder_hidden_states: torch.Tensor,
+                 attention_mask: Optional[torch.Tensor] = None,
+                 image_rotary_emb: Optional[torch.Tensor] = None
+                 ) -> Tuple[torch.Tensor, torch.Tensor]:
+        if attention_mask is not None:
+            result: Tuple[torch.Tensor, torch.Tensor] = self.original(
+                attn, hidden_states, encoder_hidden_states, attention_mask, image_rotary_emb)
+            return result
+        text_seq_length = encoder_hidden_states.size(1)
+        hidden_states = torch.cat([encoder_hidden_states, hidden_states], dim=1)
+        batch_size, sequence_length, _ = hidden_states.shape
+        query = attn.to_q(hidden_states)
+        key = attn.to_k(hidden_states)
+        value = attn.to_v(hidden_states)
+        inner_dim = key.shape[-1]
+        head_dim = inner_dim // attn.heads
+        query = query.view(batch_size, -1, attn.heads, head_dim).transpose(1, 2)
+        key = key.view(batch_size, -1, attn.heads, head_dim).transpose(1, 2)
+        value = value.view(batch_size, -1, attn.heads, head_dim).transpose(1, 2)
+        if attn.norm_q is not None:
+            query = attn.norm_q(query)
+        if attn.norm_k is not None:
+            key = attn.norm_k(key)
+        if image_rotary_emb is not None:
+            from diffusers.models.embeddings import apply_rotary_emb
+
+            query[:, :, text_seq_length:] = apply_rotary_emb(query[:, :, text_seq_length:],
+                                                             image_rotary_emb)
+            if not attn.is_cross_attention:
+                key[:, :, text_seq_length:] = apply_rotary_emb(key[:, :, text_seq_length:],
+                                                               image_rotary_emb)
+        hidden_states = _psa(self.psa_state, query, key, value, "bhld", text_seq_length)
+        hidden_states = hidden_states.transpose(1, 2).reshape(batch_size, -1,
+                                                              attn.heads * head_dim)
+        hidden_states = attn.to_out[0](hidden_states)
+        hidden_states = attn.to_out[1](hidden_states)
+        encoder_hidden_states, hidden_states = hidden_states.split(
+            [text_seq_length, hidden_states.size(1) - text_seq_length], dim=1)
+        return hidden_states, encoder_hidden_states
+
+
+# ---- targets -----------------------------------------------------------------------------
+def _transformers(target: Any) -> Tuple[List[Any], Any, bool]:
+    """(transformers, scheduler or None, is_pipeline)."""
+    if isinstance(target, torch.nn.Module):
+        return [target], None, False
+    if hasattr(target, "transformer"):
+        found = [t for t in (getattr(target, "transformer", None),
+                             getattr(target, "transformer_2", None)) if t is not None]
+        if not found:
+            raise TypeError("%s has no transformer (transformer and transformer_2 are None)"
+                            % type(target).__name__)
+        return found, getattr(target, "scheduler", None), True
+    raise TypeError("%s is not supported: pass a diffusers pipeline (with .transformer) or a "
+                    "WanTransformer3DModel / CogVideoXTransformer3DModel"
+                    % type(target).__name__)
+
+
+def _self_attention_modules(transformer: Any, kind: str) -> List[Tuple[str, Any]]:
+    blocks = transformer.blocks if kind == "wan" else transformer.transformer_blocks
+    prefix = "blocks" if kind == "wan" else "transformer_blocks"
+    found = []
+    for i, block in enumerate(blocks):
+        attn = block.attn1
+        wanted = WanAttnProcessor if kind == "wan" else CogVideoXAttnProcessor2_0
+        processor = attn.processor
+        if isinstance(processor, (PsaWanAttnProcessor, PsaCogVideoXAttnProcessor)):
+            raise RuntimeError("%s.%d.attn1 already runs a PSA processor" % (prefix, i))
+        if not isinstance(processor, wanted):
+            raise TypeError("%s.%d.attn1 uses %s; psa.diffusers replaces only diffusers' "
+                            "default %s (diffusers %s)" % (prefix, i, type(processor).__name__,
+                                                           wanted.__name__,
+                                                           SUPPORTED_DIFFUSERS))
+        found.append(("%s.%d.attn1" % (prefix, i), attn))
+    return found
+
+
+def _wrap_scheduler(scheduler: Any, states: List[_State]) -> None:
+    if getattr(scheduler, "_psa_wrapped", None) is not None:
+        return
+    saved = {name: scheduler.__dict__[name] for name in ("step", "set_timesteps")
+             if name in scheduler.__dict__}
+    step, set_timesteps = scheduler.step, scheduler.set_timesteps
+
+    def psa_step(*args: Any, **kwargs: Any) -> Any:
+        result = step(*args, **kwargs)
+        for state in states:
+            if state.ran:
+                state.set_step(state.step + 1)
+                state.ran = False
+        return result
+
+    def psa_set_timesteps(*args: Any, **kwargs: Any) -> Any:
+        for state in states:
+            state.reset()
+        return set_timesteps(*args, **kwargs)
+
+    scheduler.step = psa_step
+    scheduler.set_timesteps = psa_set_timesteps
+    scheduler._psa_wrapped = saved
+
+
+def _unwrap_scheduler(scheduler: Any) -> None:
+    saved = getattr(scheduler, "_psa_wrapped", None)
+    if saved is None:
+        return
+    for name in ("step", "set_timesteps"):
+        if name in saved:
+            setattr(scheduler, name, saved[name])
+        else:
+            scheduler.__dict__.pop(name, None)
+    del scheduler._psa_wrapped
+
+
+def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] = None, *,
+               step_source: str = "auto", **overrides: Value) -> None:
+    """Runs the self-attention of `target` (a pipeline with ``transformer`` and, for Wan2.2
+    A14B, ``transformer_2``; or one transformer) through libpsa.
+
+    model, preset: a model and preset of libpsa's attention_config.yaml (``psa.presets()``);
+        model default: from the transformer (``Wan2.2_A14B`` for a pipeline with two
+        transformers, ``Wan2.2_5B`` for in_channels 48, ``Wan2.1_1.3b`` for width 1536,
+        else ``Wan2.1_14b``; ``CogVideo1.5_5b`` with patch_size_t, else ``CogVideo_5b``);
+        preset default: the model's default (``psa_balanced``).
+    overrides: parameters set on the preset (``warmup_steps=0``, or
+        ``**{"mask_ratios.1": 0.3}`` for dotted names).
+    step_source: "auto", "scheduler", "timestep" or "manual" (see the module doc).
+
+    Raises before any forward: TypeError for an unsupported pipeline, transformer or
+    processor class, psa.Error naming an unknown model, preset or parameter. Calling it on an
+    enabled target re-enables it with the new settings.
+    """
+    if step_source not in _STEP_SOURCES:
+        raise ValueError("step_source = %r: expected one of %s"
+                         % (step_source, ", ".join(repr(s) for s in _STEP_SOURCES)))
+    transformers, scheduler, is_pipeline = _transformers(target)
+    kinds = [_kind_of(t) for t in transformers]
+    source = step_source
+    if source == "auto":
+        source = "scheduler" if is_pipeline and scheduler is not None else "timestep"
+    if source == "scheduler" and scheduler is None:
+        raise ValueError("step_source = 'scheduler' needs a pipeline with a scheduler; pass "
+                         "the pipeline, or use 'timestep' or 'manual'")
+    plans = []
+    for transformer, kind in zip(transformers, kinds):
+        name = model if model is not None else _default_model(kind, transformer,
+                                                              len(transformers) == 2)
+        try:
+            key = psa_torch.config_key(name, preset, dict(overrides))
+        except Error as e:
+            raise Error(e.status, "enable_psa(model=%r, preset=%r, overrides=%r): %s"
+                        % (name, preset, dict(overrides), e.message)) from None
+        warmup = int(psa_torch.config_from_key(key)["warmup_steps"])
+        plans.append((transformer, kind, name, key, warmup))
+    disable_psa(target)
+    # Check every transformer's processors before changing any.
+    modules = [_self_attention_modules(t, kind) for t, kind, _, _, _ in plans]
+    states = []
+    for (transformer, kind, name, key, warmup), attns in zip(plans, modules):
+        state = _State(kind, name, key, warmup, source)
+        cls = PsaWanAttnProcessor if kind == "wan" else PsaCogVideoXAttnProcessor
+        for path, attn in attns:
+            state.originals[path] = attn.processor
+            attn.set_processor(cls(state, attn.processor))
+        state.hook = transformer.register_forward_pre_hook(_make_pre_hook(state),
+                                                           with_kwargs=True)
+        transformer.__dict__[_STATE_ATTR] = state
+        states.append(state)
+    if source == "scheduler":
+        _wrap_scheduler(scheduler, states)
+
+
+def disable_psa(target: Any) -> None:
+    """Restores the original attention processors (the same objects), removes the hooks and
+    the scheduler wrappers. A no-op for a target that is not enabled."""
+    transformers, scheduler, _ = _transformers(target)
+    for transformer in transformers:
+        state = _state_of(transformer)
+        if state is None:
+            continue
+        for path, original in state.originals.items():
+            transformer.get_submodule(path).set_processor(original)
+        if state.hook is not None:
+            state.hook.remove()
+        del transformer.__dict__[_STATE_ATTR]
+    if scheduler is not None:
+        _unwrap_scheduler(scheduler)
+
+
+def is_enabled(target: Any) -> bool:
+    """True when any transformer of `target` runs PSA."""
+    return any(_state_of(t) is not None for t in _transformers(target)[0])
+
+
+def _states(target: Any) -> List[_State]:
+    states = [_state_of(t) for t in _transformers(target)[0]]
+    found = [s for s in states if s is not None]
+    if not found:
+        raise RuntimeError("%s: PSA is not enabled (call psa.diffusers.enable_psa first)"
+                           % type(target).__name__)
+    return found
+
+
+def set_step(target: Any, step: int) -> None:
+    """Sets the denoising step of every transformer of `target` (for step_source
+    "manual"; with the other sources counting goes on from it)."""
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError("step = %r: expected an int >= 0" % (step,))
+    for state in _states(target):
+        state.set_step(step)
+
+
+def reset_steps(target: Any) -> None:
+    """Starts counting again at step 0 and zeroes the call counters."""
+    for state in _states(target):
+        state.reset()
+        state.dense_calls = state.sparse_calls = state.forwards = 0
+
+
+def stats(target: Any) -> List[Dict[str, Any]]:
+    """Per transformer: model, config key, step, dense (the current step is a warm-up step),
+    warmup_steps, grid of the last forward, forwards, dense_calls and sparse_calls (self-
+    attention calls), step_source."""
+    return [{"model": s.model, "config": s.key, "step": s.step, "dense": s.dense,
+             "warmup_steps": s.warmup_steps, "grid": s.grid, "forwards": s.forwards,
+             "dense_calls": s.dense_calls, "sparse_calls": s.sparse_calls,
+             "step_source": s.step_source} for s in _states(target)]
+

@@ -1,0 +1,355 @@
+# bindings/python/tests/test_diffusers.py -- psa.diffusers on diffusers' real transformer
+# classes (WanTransformer3DModel T2V/I2V and the A14B pair, CogVideoXTransformer3DModel 5B
+# and 1.5 geometries) built with tiny random configs, CPU, fp32: the baseline preset and an
+# all-level-1 mask reproduce the default processors, a PSA preset stays close, the grid
+# follows the latent shape, warm-up counts denoising steps (CFG as a batch of 2 or as two
+# passes; scheduler-driven for pipelines), disable_psa restores everything, bad input is
+# named. What ran dense is read from libpsa's own statistics after every forward.
+import numpy as np
+import pytest
+
+import psa
+
+torch = pytest.importorskip("torch")
+diffusers = pytest.importorskip("diffusers")
+import psa.diffusers as psa_diffusers  # noqa: E402
+from diffusers import (CogVideoXTransformer3DModel, FlowMatchEulerDiscreteScheduler,  # noqa: E402
+                       WanTransformer3DModel)
+
+TEXT_DIM = 32
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    psa.clear_cache()
+    yield
+    psa.clear_cache()
+
+
+def seed():
+    return int(np.random.default_rng().integers(1 << 30))
+
+
+def rel_l2(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+# ---- tiny real models ----------------------------------------------------------------------
+def wan(i2v=False, layers=2, **extra):
+    torch.manual_seed(seed())
+    kw = dict(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=32,
+              in_channels=4, out_channels=4, text_dim=TEXT_DIM, freq_dim=32, ffn_dim=64,
+              num_layers=layers, rope_max_seq_len=64)
+    if i2v:
+        kw.update(image_dim=16, added_kv_proj_dim=64)
+    kw.update(extra)
+    return WanTransformer3DModel(**kw).eval()
+
+
+def cogvideox(rotary=False, patch_size_t=None, layers=2):
+    torch.manual_seed(seed())
+    return CogVideoXTransformer3DModel(
+        num_attention_heads=2, attention_head_dim=32, in_channels=4, out_channels=4,
+        time_embed_dim=32, text_embed_dim=TEXT_DIM, num_layers=layers, sample_width=32,
+        sample_height=32, sample_frames=9, patch_size=2, patch_size_t=patch_size_t,
+        max_text_seq_length=16, use_rotary_positional_embeddings=rotary).eval()
+
+
+def wan_inputs(model, batch=1, frames=4, height=32, width=32, t=500.0):
+    g = torch.Generator().manual_seed(seed())
+    kw = dict(hidden_states=torch.randn(batch, 4, frames, height, width, generator=g),
+              timestep=torch.full((batch,), t),
+              encoder_hidden_states=torch.randn(batch, 512 if model.config.image_dim else 8,
+                                                TEXT_DIM, generator=g),
+              return_dict=False)
+    if model.config.image_dim:
+        kw["encoder_hidden_states_image"] = torch.randn(batch, 5, 16, generator=g)
+    return kw
+
+
+def cog_inputs(model, batch=1, frames=4, height=32, width=32, t=500.0):
+    g = torch.Generator().manual_seed(seed())
+    kw = dict(hidden_states=torch.randn(batch, frames, 4, height, width, generator=g),
+              encoder_hidden_states=torch.randn(batch, 16, TEXT_DIM, generator=g),
+              timestep=torch.full((batch,), t), return_dict=False)
+    if model.config.use_rotary_positional_embeddings:
+        from diffusers.models.embeddings import get_3d_rotary_pos_embed
+        p, p_t = model.config.patch_size, model.config.patch_size_t or 1
+        kw["image_rotary_emb"] = get_3d_rotary_pos_embed(
+            embed_dim=model.config.attention_head_dim, crops_coords=None,
+            grid_size=(height // p, width // p), temporal_size=frames // p_t,
+            grid_type="slice", max_size=(height // p, width // p))
+    return kw
+
+
+MODELS = {
+    "wan_t2v": (lambda: wan(), wan_inputs),
+    "wan_i2v": (lambda: wan(i2v=True), wan_inputs),
+    "cogvideox_5b": (lambda: cogvideox(), cog_inputs),
+    "cogvideox_rope_pt2": (lambda: cogvideox(rotary=True, patch_size_t=2), cog_inputs),
+}
+
+
+def run(model, kw):
+    with torch.no_grad():
+        return model(**kw)[0]
+
+
+@pytest.fixture
+def library_stats(monkeypatch):
+    """Every libpsa forward's (ran_dense, density, level-1 fraction, grid-free step)."""
+    calls = []
+    original = psa.capi.psa_attention_forward
+
+    def forward(handle, *args):
+        result = original(handle, *args)
+        s = psa.capi.psa_stats()
+        psa.capi.psa_context_get_stats(handle, s)
+        calls.append((bool(s.ran_dense), float(s.density),
+                      float(s.get_level_fraction(psa.capi.PSA_STAT_LEVEL_1))))
+        return result
+
+    monkeypatch.setattr(psa.capi, "psa_attention_forward", forward)
+    return calls
+
+
+# ---- outputs -------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_baseline_preset_reproduces_default_processors(name, library_stats):
+    make, inputs = MODELS[name]
+    model = make()
+    kw = inputs(model, batch=2)
+    expected = run(model, kw)
+    psa_diffusers.enable_psa(model, preset="baseline")
+    got = run(model, kw)
+    assert rel_l2(got, expected) <= 1e-5
+    layers = len(getattr(model, "blocks", None) or model.transformer_blocks)
+    assert len(library_stats) == layers and all(c[0] for c in library_stats)
+    psa_diffusers.disable_psa(model)
+    assert torch.equal(run(model, kw), expected)
+
+
+ALL_LEVEL_1 = {"mask_mode": "topk", "attn_impl": "new_mask_type", "use_sim_mask": False,
+               "warmup_steps": 0, "mask_ratios.1": 1.0, "mask_ratios.2": 1.0,
+               "mask_ratios.4": 1.0, "mask_ratios.8": 1.0, "mask_ratios.0": 1.0}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_block_at_level_1_matches_dense(name, library_stats):
+    make, inputs = MODELS[name]
+    model = make()
+    kw = inputs(model)
+    expected = run(model, kw)
+    psa_model = "CogVideo_5b" if name.startswith("cog") else "Wan2.1_14b"
+    psa_diffusers.enable_psa(model, psa_model, "psa_balanced", **ALL_LEVEL_1)
+    got = run(model, kw)
+    assert library_stats and all(not dense and level1 == 1.0 and density == 1.0
+                                 for dense, density, level1 in library_stats)
+    assert rel_l2(got, expected) <= 1e-5
+
+
+# A sparse preset (density 0.1 to 0.5 here) on random weights and inputs: the transformer's
+# output stays within 5 % relative L2 of the default processors' (measured: 0.5 to 1.5 %).
+PSA_ERROR_BOUND = 0.05
+
+
+@pytest.mark.parametrize("name,psa_model,preset", [
+    ("wan_t2v", "Wan2.1_1.3b", "psa_topk"), ("wan_i2v", "Wan2.1_14b", "psa_balanced"),
+    ("cogvideox_5b", "CogVideo_5b", "psa_balanced"),
+    ("cogvideox_rope_pt2", "CogVideo1.5_5b", "psa_balanced")])
+def test_psa_preset_runs_sparse_within_bound(name, psa_model, preset, library_stats):
+    make, inputs = MODELS[name]
+    model = make()
+    kw = inputs(model, frames=8, height=32, width=64)
+    expected = run(model, kw)
+    psa_diffusers.enable_psa(model, psa_model, preset, step_source="manual")
+    psa_diffusers.set_step(model, 100)
+    got = run(model, kw)
+    assert library_stats and all(not c[0] and c[1] < 1.0 for c in library_stats)
+    err = rel_l2(got, expected)
+    assert 0.0 < err <= PSA_ERROR_BOUND, err
+
+
+# ---- grid ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("make,inputs,latent,expected", [
+    (lambda: wan(), wan_inputs, (4, 32, 32), (4, 16, 16)),
+    (lambda: wan(), wan_inputs, (3, 16, 40), (3, 8, 20)),
+    (lambda: wan(patch_size=(2, 2, 2)), wan_inputs, (6, 8, 24), (3, 4, 12)),
+    (lambda: wan(patch_size=(1, 4, 2)), wan_inputs, (2, 32, 16), (2, 8, 8)),
+    (lambda: cogvideox(), cog_inputs, (5, 16, 24), (5, 8, 12)),
+    (lambda: cogvideox(rotary=True, patch_size_t=2), cog_inputs, (6, 16, 24), (3, 8, 12)),
+])
+def test_grid_follows_latent_shape_and_patch_size(make, inputs, latent, expected,
+                                                  library_stats):
+    model = make()
+    frames, height, width = latent
+    p_t, p_h, p_w = (model.config.patch_size if isinstance(model, WanTransformer3DModel)
+                     else (model.config.patch_size_t or 1, model.config.patch_size,
+                           model.config.patch_size))
+    assert expected == (frames // p_t, height // p_h, width // p_w)
+    kw = inputs(model, frames=frames, height=height, width=width)
+    reference = run(model, kw)
+    psa_diffusers.enable_psa(model, preset="baseline")
+    got = run(model, kw)
+    assert psa_diffusers.stats(model)[0]["grid"] == expected
+    assert psa_diffusers.latent_grid(model, tuple(kw["hidden_states"].shape)) == expected
+    assert rel_l2(got, reference) <= 1e-5
+
+
+# ---- warm-up counts denoising steps --------------------------------------------------------
+def denoise(call, model, inputs, steps, cfg, library_stats, scheduler=None):
+    """A toy flow-matching loop with classifier-free guidance; returns per step the list of
+    libpsa ran_dense flags of its forwards."""
+    scheduler = scheduler or FlowMatchEulerDiscreteScheduler()
+    scheduler.set_timesteps(steps)
+    kw = inputs(model, batch=1)
+    latents = kw["hidden_states"]
+    seen = []
+    for t in scheduler.timesteps:
+        first = len(library_stats)
+        if cfg == "batch":
+            args = dict(kw, hidden_states=torch.cat([latents] * 2),
+                        timestep=t.expand(2),
+                        encoder_hidden_states=torch.cat([kw["encoder_hidden_states"]] * 2))
+            for extra in ("encoder_hidden_states_image",):
+                if extra in kw:
+                    args[extra] = torch.cat([kw[extra]] * 2)
+            cond, uncond = call(t, args).chunk(2)
+        else:
+            args = dict(kw, hidden_states=latents, timestep=t.expand(1))
+            cond = call(t, args)
+            uncond = call(t, dict(args, encoder_hidden_states=torch.zeros_like(
+                kw["encoder_hidden_states"])))
+        noise = uncond + 3.0 * (cond - uncond)
+        latents = scheduler.step(noise, t, latents, return_dict=False)[0]
+        seen.append([c[0] for c in library_stats[first:]])
+    return seen
+
+
+@pytest.mark.parametrize("cfg", ["batch", "two_passes"])
+@pytest.mark.parametrize("warmup", [1, 2])
+@pytest.mark.parametrize("name", ["wan_t2v", "cogvideox_5b"])
+def test_warmup_counts_steps_from_the_timestep(name, warmup, cfg, library_stats):
+    make, inputs = MODELS[name]
+    model = make()
+    psa_model = "CogVideo_5b" if name.startswith("cog") else "Wan2.1_1.3b"
+    psa_diffusers.enable_psa(model, psa_model, warmup_steps=warmup)
+    layers = 2
+
+    def call(t, args):
+        with torch.no_grad():
+            return model(**args)[0]
+
+    for generation in range(2):  # the second generation starts at step 0 again
+        seen = denoise(call, model, inputs, 3, cfg, library_stats)
+        per_step = layers * (1 if cfg == "batch" else 2)
+        assert [len(s) for s in seen] == [per_step] * 3
+        assert [all(s) for s in seen] == [i < warmup for i in range(3)]
+        assert [any(s) for s in seen] == [i < warmup for i in range(3)]
+        st = psa_diffusers.stats(model)[0]
+        assert st["step"] == 2 and st["step_source"] == "timestep"
+        assert st["dense_calls"] == per_step * warmup * (generation + 1)
+
+
+class ToyPipeline:
+    """What psa.diffusers reads of a diffusers pipeline: transformer(s) and scheduler."""
+
+    def __init__(self, transformer, transformer_2=None):
+        self.transformer = transformer
+        self.transformer_2 = transformer_2
+        self.scheduler = FlowMatchEulerDiscreteScheduler()
+
+
+@pytest.mark.parametrize("cfg", ["batch", "two_passes"])
+def test_warmup_counts_scheduler_steps_per_transformer_of_the_a14b_pair(cfg, library_stats):
+    high, low = wan(), wan()
+    pipe = ToyPipeline(high, low)
+    psa_diffusers.enable_psa(pipe, warmup_steps=1)
+    assert [s["model"] for s in psa_diffusers.stats(pipe)] == ["Wan2.2_A14B"] * 2
+    assert [s["step_source"] for s in psa_diffusers.stats(pipe)] == ["scheduler"] * 2
+    boundary = []
+
+    def call(t, args):
+        model = high if len(boundary) < 4 else low  # 2 steps each (4 calls = 2 steps x 2)
+        boundary.append(model)
+        if cfg == "batch":
+            boundary.append(model)
+        with torch.no_grad():
+            return model(**args)[0]
+
+    for _ in range(2):
+        boundary.clear()
+        seen = denoise(call, high, wan_inputs, 4, cfg, library_stats, pipe.scheduler)
+        # high: its step 0 dense, step 1 sparse; low: its own step 0 dense, step 1 sparse
+        assert [all(s) for s in seen] == [True, False, True, False]
+        assert [any(s) for s in seen] == [True, False, True, False]
+    psa_diffusers.disable_psa(pipe)
+    assert "step" not in pipe.scheduler.__dict__ and "set_timesteps" not in pipe.scheduler.__dict__
+
+
+def test_compiled_transformer_has_no_graph_break():
+    model = wan()
+    kw = wan_inputs(model)
+    expected = run(model, kw)
+    psa_diffusers.enable_psa(model, preset="baseline", step_source="manual")
+    torch._dynamo.reset()
+    with torch.no_grad():
+        explained = torch._dynamo.explain(model)(**kw)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, fullgraph=True, backend="aot_eager")(**kw)[0]
+    assert rel_l2(got, expected) <= 1e-5
+
+
+# ---- enable / disable, bad input -----------------------------------------------------------
+def processors(model):
+    return {name: m.processor for name, m in model.named_modules() if hasattr(m, "processor")}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_disable_restores_the_original_processors(name):
+    model = MODELS[name][0]()
+    before = processors(model)
+    hooks = dict(model._forward_pre_hooks)
+    psa_diffusers.enable_psa(model)
+    during = processors(model)
+    changed = {n for n in before if during[n] is not before[n]}
+    assert changed == {n for n in before if n.endswith(".attn1")}  # attn2 / image attention kept
+    psa_diffusers.enable_psa(model, preset="baseline")  # re-enable: still one layer of PSA
+    psa_diffusers.disable_psa(model)
+    after = processors(model)
+    assert all(after[n] is before[n] for n in before) and len(after) == len(before)
+    assert dict(model._forward_pre_hooks) == hooks and not psa_diffusers.is_enabled(model)
+    psa_diffusers.disable_psa(model)  # no-op
+
+
+def test_bad_input_is_named_before_any_forward(library_stats):
+    with pytest.raises(TypeError, match="Linear"):
+        psa_diffusers.enable_psa(torch.nn.Linear(2, 2))
+    with pytest.raises(TypeError, match="object"):
+        psa_diffusers.enable_psa(object())
+    model = wan()
+    before = processors(model)
+    with pytest.raises(psa.Error, match="NoSuchModel"):
+        psa_diffusers.enable_psa(model, "NoSuchModel")
+    with pytest.raises(psa.Error, match="no_such_preset"):
+        psa_diffusers.enable_psa(model, "Wan2.1_14b", "no_such_preset")
+    with pytest.raises(psa.Error, match="no_such_key"):
+        psa_diffusers.enable_psa(model, no_such_key=1)
+    with pytest.raises(ValueError, match="step_source"):
+        psa_diffusers.enable_psa(model, step_source="sometimes")
+    assert all(processors(model)[n] is before[n] for n in before)
+    assert not psa_diffusers.is_enabled(model)
+
+    psa_diffusers.enable_psa(model)
+    called = []
+    model.patch_embedding.register_forward_pre_hook(lambda *a: called.append(1))
+    with pytest.raises(ValueError, match=r"\(1, 4, 4, 31, 32\).*patch size"):
+        run(model, wan_inputs(model, frames=4, height=31, width=32))
+    assert not called and not library_stats
+    cog = cogvideox(patch_size_t=2)
+    psa_diffusers.enable_psa(cog)
+    with pytest.raises(ValueError, match=r"\(1, 3, 4, 16, 16\).*patch size"):
+        run(cog, cog_inputs(cog, frames=3, height=16, width=16))
+    assert not library_stats
