@@ -47,7 +47,8 @@ first run). How steps are counted (``step_source``):
   "scheduler" or "manual" there).
 * ``"manual"``: :func:`set_step` sets the step; nothing is counted.
 
-:func:`stats` reports each transformer's step, grid and dense/sparse call counts.
+:func:`stats` reports each transformer's step, grid and dense/sparse call counts (the call
+counts cover eager forwards only: a compiled transformer does not update them).
 
 Supported versions: diffusers 0.42 (tested with 0.42.1, torch 2.15.0); the processors
 mirror that version's ``WanAttnProcessor`` and ``CogVideoXAttnProcessor2_0``, and
@@ -202,7 +203,8 @@ def _make_pre_hook(state: _State) -> Any:
         names = _WAN_ARGS if state.kind == "wan" else _COG_ARGS
         hidden_states = _argument(args, kwargs, names, "hidden_states")
         state.grid = latent_grid(module, tuple(hidden_states.shape))
-        state.forwards += 1
+        if not torch.compiler.is_compiling():
+            state.forwards += 1
         if state.step_source == "timestep":
             timestep = _argument(args, kwargs, names, "timestep")
             value = (float(timestep.max()) if isinstance(timestep, torch.Tensor)
@@ -227,10 +229,11 @@ def _psa(state: _State, query: torch.Tensor, key: torch.Tensor, value: torch.Ten
                          "hook?)" % (seq, grid, " plus %d text tokens" % text_length
                                      if text_length else "",
                                      grid[0] * grid[1] * grid[2] + text_length))
-    if state.dense:
-        state.dense_calls += 1
-    else:
-        state.sparse_calls += 1
+    if not torch.compiler.is_compiling():  # a counter read in a graph would be guarded on
+        if state.dense:
+            state.dense_calls += 1
+        else:
+            state.sparse_calls += 1
     out: torch.Tensor = psa_torch.attention(
         query, key, value, config=state.key, grid=grid, text_length=text_length,
         text_first=state.text_first, layout=layout, step=0 if state.dense else None)

@@ -15,6 +15,7 @@ diffusers = pytest.importorskip("diffusers")
 import psa.diffusers as psa_diffusers  # noqa: E402
 from diffusers import (CogVideoXTransformer3DModel, FlowMatchEulerDiscreteScheduler,  # noqa: E402
                        WanTransformer3DModel)
+from torch._dynamo.testing import CompileCounterWithBackend  # noqa: E402
 
 TEXT_DIM = 32
 
@@ -297,9 +298,26 @@ def test_compiled_transformer_has_no_graph_break():
         explained = torch._dynamo.explain(model)(**kw)
     assert explained.graph_break_count == 0, explained.break_reasons
     torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, fullgraph=True, backend=counter)
     with torch.no_grad():
-        got = torch.compile(model, fullgraph=True, backend="aot_eager")(**kw)[0]
-    assert rel_l2(got, expected) <= 1e-5
+        got = compiled(**kw)[0]
+        assert rel_l2(got, expected) <= 1e-5
+        for _ in range(2):  # new inputs, same shapes and step: no recompilation
+            kw = wan_inputs(model)
+            assert rel_l2(compiled(**kw)[0], run(model, kw)) <= 1e-5
+        assert counter.frame_count == 1
+    # a sparse preset, dense during its warm-up: one recompilation when the step leaves it
+    psa_diffusers.enable_psa(model, "Wan2.1_1.3b", "psa_topk", warmup_steps=1,
+                             step_source="manual")
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, fullgraph=True, backend=counter)
+    with torch.no_grad():
+        for step in (0, 1, 2, 3):
+            psa_diffusers.set_step(model, step)
+            assert rel_l2(compiled(**kw)[0], run(model, kw)) <= 1e-5
+    assert counter.frame_count == 2
 
 
 # ---- enable / disable, bad input -----------------------------------------------------------
