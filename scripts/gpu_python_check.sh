@@ -3,7 +3,8 @@
 # Installs the package (pip, no build isolation: scikit-build-core and SWIG must already be
 # importable / on PATH) into a target directory, then runs the Python tests from outside the
 # source tree (the CUDA ones run here: PyTorch + a GPU) and the PyTorch example. Logs and
-# summary.txt go to $OUT (else /tmp/psa-py). Env: CUDA_ARCHS (90a), PSA_PY_TARGET.
+# summary.txt go to $OUT (else /tmp/psa-py). Env: CUDA_ARCHS (90a), PSA_PY_TARGET, PSA_PY_BUILD;
+# CC/CXX/CUDAHOSTCXX pick the compiler (one whose libstdc++ is shared: see CMakeLists.txt).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/psa-py}
@@ -14,9 +15,10 @@ summary=$out/summary.txt
 say() { echo "$*" | tee -a "$summary"; }
 say "gpu_python_check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1); $(python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())' 2>&1)"
 t0=$(date +%s)
-rm -rf "$target"
+skb=${PSA_PY_BUILD:-/tmp/psa-skb}
+rm -rf "$target" "$skb"   # fresh: a kept CMake cache would keep its old compiler
 if ! python3 -m pip install --no-build-isolation --no-deps --no-compile --target "$target" "$root" \
-    -C cmake.define.CMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" -C build-dir=/tmp/psa-skb \
+    -C cmake.define.CMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" -C build-dir="$skb" \
     >"$out/pip.log" 2>&1; then
   say "pip install FAILED"; grep -E "error|Error" -A3 "$out/pip.log" | head -40; exit 1
 fi
