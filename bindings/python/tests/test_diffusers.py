@@ -371,3 +371,130 @@ def test_bad_input_is_named_before_any_forward(library_stats):
     with pytest.raises(ValueError, match=r"\(1, 3, 4, 16, 16\).*patch size"):
         run(cog, cog_inputs(cog, frames=3, height=16, width=16))
     assert not library_stats
+
+
+# ---- CUDA (skipped without a GPU and libpsa's CUDA backend) --------------------------------
+needs_cuda = pytest.mark.skipif(
+    not (torch.cuda.is_available() and psa.cuda_available()),
+    reason="needs a CUDA device and libpsa's CUDA backend")
+
+
+def cuda_wan():
+    # head_dim 128: a head size the CUDA backend supports
+    return wan(attention_head_dim=128, rope_max_seq_len=128).cuda().to(torch.bfloat16)
+
+
+def to_cuda(kw):
+    return {k: (v.cuda().to(torch.bfloat16) if isinstance(v, torch.Tensor) and
+                v.is_floating_point() and k != "timestep" else
+                v.cuda() if isinstance(v, torch.Tensor) else
+                tuple(x.cuda() for x in v) if isinstance(v, tuple) else v)
+            for k, v in kw.items()}
+
+
+@needs_cuda
+@pytest.mark.parametrize("preset,bound", [("baseline", 2e-2), ("psa_balanced", 0.1)])
+def test_cuda_bf16_wan_matches_default_processors(preset, bound, library_stats):
+    model = cuda_wan()
+    kw = to_cuda(wan_inputs(model, batch=2, frames=8, height=32, width=64))
+    expected = run(model, kw)
+    psa_diffusers.enable_psa(model, "Wan2.1_1.3b", preset, step_source="manual")
+    psa_diffusers.set_step(model, 100)
+    got = run(model, kw)
+    torch.cuda.synchronize()
+    assert got.dtype == torch.bfloat16 and rel_l2(got, expected) <= bound
+    assert library_stats
+
+
+@needs_cuda
+def test_cuda_compiled_transformer_has_no_graph_break():
+    model = cuda_wan()
+    kw = to_cuda(wan_inputs(model, frames=8, height=32, width=64))
+    psa_diffusers.enable_psa(model, "Wan2.1_1.3b", step_source="manual")
+    psa_diffusers.set_step(model, 100)
+    expected = run(model, kw)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        explained = torch._dynamo.explain(model)(**kw)
+        print("graph breaks: %d, graphs: %d" % (explained.graph_break_count,
+                                                explained.graph_count))
+        assert explained.graph_break_count == 0, explained.break_reasons
+        torch._dynamo.reset()
+        got = torch.compile(model, fullgraph=True)(**kw)[0]
+    assert rel_l2(got, expected) <= 2e-2
+
+
+@needs_cuda
+def test_cuda_graph_capture_of_a_step_replays_bit_identically():
+    model = cuda_wan()
+    kw = to_cuda(wan_inputs(model, batch=2, frames=8, height=32, width=64))
+    # the timestep source reads the timestep on the host, which capture forbids
+    psa_diffusers.enable_psa(model, "Wan2.1_1.3b", step_source="manual")
+    psa_diffusers.set_step(model, 100)
+    with torch.no_grad():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                eager = model(**kw)[0]
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = model(**kw)[0]
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured, eager)
+        first = captured.clone()
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured, first)
+
+
+REAL_CONFIGS = {
+    # diffusers' configs of the released checkpoints (random weights: values do not matter)
+    "Wan2.1_1.3b": (lambda: WanTransformer3DModel(
+        patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16,
+        out_channels=16, text_dim=4096, freq_dim=256, ffn_dim=8960, num_layers=30,
+        cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6),
+        dict(latent=(1, 16, 21, 60, 104), text=512)),
+    "CogVideo_5b": (lambda: CogVideoXTransformer3DModel(
+        num_attention_heads=48, attention_head_dim=64, in_channels=16, out_channels=16,
+        text_embed_dim=4096, num_layers=42, sample_width=90, sample_height=60,
+        sample_frames=49, patch_size=2, max_text_seq_length=226,
+        use_rotary_positional_embeddings=True),
+        dict(latent=(1, 13, 16, 60, 90), text=226)),
+}
+
+
+@needs_cuda
+@pytest.mark.skipif(not __import__("os").environ.get("PSA_TEST_REAL_CONFIGS"),
+                    reason="set PSA_TEST_REAL_CONFIGS=1 (GPU, several GB)")
+@pytest.mark.parametrize("name", sorted(REAL_CONFIGS))
+def test_cuda_real_configs_bf16(name, library_stats):
+    make, shape = REAL_CONFIGS[name]
+    torch.manual_seed(seed())
+    model = make().eval().cuda().to(torch.bfloat16)
+    g = torch.Generator(device="cuda").manual_seed(seed())
+    latent = torch.randn(shape["latent"], generator=g, device="cuda", dtype=torch.bfloat16)
+    text = torch.randn(1, shape["text"], 4096, generator=g, device="cuda",
+                       dtype=torch.bfloat16)
+    kw = dict(hidden_states=latent, encoder_hidden_states=text,
+              timestep=torch.full((1,), 500.0, device="cuda"), return_dict=False)
+    if name.startswith("Cog"):
+        from diffusers.models.embeddings import get_3d_rotary_pos_embed
+        _, f, _, h, w = shape["latent"]
+        kw["image_rotary_emb"] = tuple(x.cuda() for x in get_3d_rotary_pos_embed(
+            embed_dim=64, crops_coords=None, grid_size=(h // 2, w // 2), temporal_size=f,
+            grid_type="slice", max_size=(h // 2, w // 2)))
+    expected = run(model, kw)
+    psa_diffusers.enable_psa(model, name, "baseline")
+    baseline = run(model, kw)
+    psa_diffusers.enable_psa(model, name, step_source="manual")
+    psa_diffusers.set_step(model, 100)
+    sparse = run(model, kw)
+    torch.cuda.synchronize()
+    print("%s: baseline rel-L2 %.2e, psa_balanced rel-L2 %.2e, density %.3f"
+          % (name, rel_l2(baseline, expected), rel_l2(sparse, expected),
+             library_stats[-1][1]))
+    assert rel_l2(baseline, expected) <= 2e-2
+    assert rel_l2(sparse, expected) <= 0.1
