@@ -264,7 +264,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
 
     The arguments are psa.attention's, and `config` may also be a key from
     :func:`config_key`. Under torch.compile the config is resolved when the graph is traced
-    (a psa.Config is read then: changing it later needs a new Config object). `out`: the
+    (a psa.Config is read then: changing it later needs a new Config object; with torch
+    older than 2.15, Dynamo cannot fold a psa.Config argument into a constant: pass
+    ``config=psa.torch.config_key(cfg)``, computed outside the compiled code). `out`: the
     result is copied into it (the op itself returns a new tensor). `stream`: the op runs on
     the current stream; a stream given here is made current for the call. Inference only:
     q, k or v requiring grad with grad mode on raises RuntimeError ("inference only").
