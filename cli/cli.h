@@ -36,5 +36,6 @@ int cmd_presets(int argc, const char* const* argv);
 int cmd_check_config(int argc, const char* const* argv);
 int cmd_run(int argc, const char* const* argv);
 int cmd_demo(int argc, const char* const* argv);
+int cmd_mask(int argc, const char* const* argv);  // cli/mask.cpp
 
 }  // namespace psa_cli

@@ -29,6 +29,8 @@ const char* const kUsage =
     "                              one PSA forward on synthetic video-like (or .npy) inputs,\n"
     "                              compared with dense attention (psa run --help)\n"
     "  demo                        run a small built-in example (a few seconds on a CPU)\n"
+    "  mask --png FILE [...]       a PNG of PSA's decision (level map) for a `psa run` forward\n"
+    "                              (psa mask --help)\n"
     "  version                     print the library and header versions\n"
     "  help                        print this text\n";
 
@@ -69,6 +71,7 @@ int dispatch(int argc, const char* const* argv) {
   if (cmd == "check-config") return cmd_check_config(sub_argc, sub_argv);
   if (cmd == "run") return cmd_run(sub_argc, sub_argv);
   if (cmd == "demo") return cmd_demo(sub_argc, sub_argv);
+  if (cmd == "mask") return cmd_mask(sub_argc, sub_argv);
   if (cmd == "version" || cmd == "--version") {
     if (argc > 2) throw UsageError("version takes no arguments");
     return cmd_version();

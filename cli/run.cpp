@@ -214,6 +214,7 @@ RunReport execute_run(const RunOptions& o) {
                      : r.stats.step < r.info.warmup_steps ? "warmup"
                                                           : "other";
   }
+  if (!o.mask.png.empty()) write_mask_picture(ctx.get(), o.mask);
   r.dense_ms = timed_forward(dense.get(), r.backend, in, qb, kb, vb, ws, dense_out);
   compare(out, dense_out, r);
 

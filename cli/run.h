@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "mask.h"
 #include "preset_info.h"
 #include "psa.h"
 #include "synthetic.h"
@@ -30,6 +31,7 @@ struct RunOptions {
   bool step_given = false;
   int64_t step = 0;
   bool json = false;
+  MaskOptions mask;                   // --mask-png FILE (run), psa mask
 };
 
 struct RunReport {

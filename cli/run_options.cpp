@@ -65,6 +65,8 @@ cxxopts::Options make_options(bool demo) {
        cxxopts::value<std::string>(), "PREFIX")
       ("step", "pin the denoising step (default: the preset's warmup_steps, i.e. the first "
                "sparse step)", cxxopts::value<int64_t>(), "S")
+      ("mask-png", "write a PNG of the sparse forward's level map (every head's query x key "
+                   "blocks; `psa mask` draws other views)", cxxopts::value<std::string>(), "FILE")
       ("json", "print the report as one JSON object")
       ("h,help", "print this help");
   return o;
@@ -182,6 +184,7 @@ bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions&
   p.step_given = r.count("step") != 0;
   if (p.step_given) p.step = i64("step");
   p.json = r.count("json") != 0;
+  if (r.count("mask-png")) p.mask.png = str("mask-png");
 
   if (demo) {
     if (p.model.empty()) {

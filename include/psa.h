@@ -582,6 +582,114 @@ enum { PSA_STAGE_REARRANGE = 0, PSA_STAGE_POOL = 1, PSA_STAGE_IMPORTANCE = 2, PS
        PSA_STAGE_ATTENTION = 4, PSA_STAGE_INVERSE = 5, PSA_STAGE_TOTAL = 6 };
 PSA_API psa_status psa_context_get_stats(psa_context* context, psa_stats* stats);
 
+/* Shape of the level map of the context's last forward: [batch, heads, q_blocks,
+ * k_blocks] (heads = query heads; q_blocks = Mq = ceil(Lq / block_m), k_blocks = Nk =
+ * ceil(Lk / block_n)). [out,opt] batch, heads, q_blocks, k_blocks (NULL to skip).
+ * Errors: PSA_ERR_NULL_POINTER (context), PSA_ERR_INVALID_STATE (no forward has run).
+ * Host-only: never waits for the device. */
+PSA_API psa_status psa_context_level_map_shape(const psa_context* context, int64_t* batch,
+                                               int64_t* heads, int64_t* q_blocks,
+                                               int64_t* k_blocks);
+
+/* The decision of the last forward: the level of every (batch b, query head h, query block
+ * i, key block j), written row-major as levels[((b * heads + h) * q_blocks + i) * k_blocks
+ * + j] with values 1, 2, 4, 8 (the key block at full resolution or pooled by 2/4/8) or 0
+ * (skipped); psa_context_level_map_shape gives the dimensions. Blocks are blocks of the
+ * rearranged sequences: psa_context_get_token_order says which tokens each one holds.
+ * The map is the one the attention used, after the causal, text and similarity-cap rules;
+ * for the methods rf_v2 and ada_bsa it holds 1 and 0 only. A forward that ran dense
+ * (method dense or a warm-up step) reports 1 for every pair.
+ * [out] levels: host memory, at least batch * heads * q_blocks * k_blocks bytes.
+ * [in] capacity: bytes available at `levels`.
+ * Errors: PSA_ERR_NULL_POINTER (context, levels), PSA_ERR_INVALID_STATE (no forward has
+ * run), PSA_ERR_BUFFER_TOO_SMALL (the message gives the size needed), PSA_ERR_CUDA.
+ * Memory: every planned shape of a sparse method keeps its last level map in memory the
+ * context owns (batch * heads * q_blocks * k_blocks bytes, allocated when the shape is
+ * planned, freed with the plan or the context; device memory on CUDA). The forward only
+ * fills it (on CUDA a device-to-device copy on the forward's stream: no allocation, no
+ * host synchronisation, capturable in a CUDA graph).
+ * CUDA: a synchronising call: it waits for the last forward's stream
+ * (cudaStreamSynchronize), then copies device to host. Call it outside stream capture.
+ * Threads: like every context call, one thread at a time per context. */
+PSA_API psa_status psa_context_get_level_map(psa_context* context, int8_t* levels,
+                                             uint64_t capacity);
+
+/* Which tokens each block of the last forward holds. Position x of the rearranged query
+ * (sequence = 0) or key (sequence = 1) sequence holds the caller's token order[x]: query
+ * block i holds positions [i * block_m, (i + 1) * block_m), key block j positions
+ * [j * block_n, (j + 1) * block_n) (the last block may be shorter). With a video grid set
+ * (psa_context_set_video_grid) a caller token s is text when it lies in the text span the
+ * grid names (the first text_length tokens for PSA_TEXT_FIRST, the last ones for
+ * PSA_TEXT_LAST); otherwise v = s - (text_length if PSA_TEXT_FIRST else 0) is the video
+ * token at frame v / (h * w), row (v / w) % h, column v % w.
+ * [in] sequence: 0 = queries, 1 = keys.
+ * [out,opt] order: host int64 [length], or NULL to ask only for the scalars below.
+ * [in] capacity: elements available at `order` (ignored when order is NULL).
+ * [out,opt] length: tokens of the sequence (Lq or Lk).
+ * [out,opt] text_begin, text_end: the text tokens' positions [text_begin, text_end) in the
+ *      rearranged sequence (Gilbert puts them last; empty when there is no text).
+ * The order is the one the last forward's shape plans for a sparse forward (identity when
+ * the config does not rearrange or no grid is set); a dense forward does not rearrange,
+ * and its level map holds 1 everywhere.
+ * Errors: PSA_ERR_NULL_POINTER (context), PSA_ERR_INVALID_ARGUMENT (sequence),
+ * PSA_ERR_INVALID_STATE (no forward has run), PSA_ERR_BUFFER_TOO_SMALL. Host-only. */
+PSA_API psa_status psa_context_get_token_order(const psa_context* context, int32_t sequence,
+                                               int64_t* order, int64_t capacity,
+                                               int64_t* length, int64_t* text_begin,
+                                               int64_t* text_end);
+
+/* Pictures of a level map, as PNG files (RGB, 8 bits), drawn by libpsa itself. Colours:
+ * level 1 (200, 30, 30), 2 (240, 140, 40), 4 (240, 220, 60), 8 (110, 170, 230), skip
+ * (225, 225, 225), any other value (255, 0, 255); background white, text black. The
+ * layout (margins, captions, legend) is for people and may change between versions;
+ * the colours above do not.
+ *  PSA_MASK_VIEW_BLOCKS: one panel per head, query blocks down, key blocks across, one
+ *    cell per block pair (a cell of `cell` pixels; a map wider or taller than 1024
+ *    blocks shows, per pixel, the most computed level of the blocks it covers), the head
+ *    and its level fractions in a caption above each panel, panels in a grid, a legend
+ *    and the fractions over all shown heads on top.
+ *  PSA_MASK_VIEW_VIDEO: for one query block of one head, each key block's level painted
+ *    on the video tokens it holds, one tile per latent frame (frames side by side, in
+ *    rows), text tokens in a strip below; the query block's own tokens carry a black dot.
+ *    Needs a video grid. */
+typedef enum psa_mask_view {
+  PSA_MASK_VIEW_BLOCKS = 0,
+  PSA_MASK_VIEW_VIDEO = 1
+} psa_mask_view;
+
+/* Writes a picture of the context's last forward (psa_context_get_level_map and
+ * psa_context_get_token_order) to the PNG file `path` (created or truncated).
+ * [in] view: PSA_MASK_VIEW_BLOCKS or PSA_MASK_VIEW_VIDEO.
+ * [in] batch: batch item, [0, batch).
+ * [in] head: query head, [0, heads); -1 = every head (blocks view only).
+ * [in] query_block: video view: the query block, [0, q_blocks), or -1 to take the block
+ *      holding query_position.
+ * [in,opt] query_position: video view, with query_block = -1: {t, h, w} of a video token;
+ *      NULL = the grid's centre token (t/2, h/2, w/2). Ignored by the blocks view.
+ * [in] cell: pixels per block (blocks view) or per token (video view), [1, 64];
+ *      0 = automatic (panels and frames of at most about 256 pixels).
+ * Errors: PSA_ERR_NULL_POINTER (context, path), PSA_ERR_INVALID_ARGUMENT (a value out of
+ * range, named), PSA_ERR_INVALID_STATE (no forward yet; video view without a video grid
+ * or with a query sequence that does not follow it), PSA_ERR_IO (the file cannot be
+ * written), PSA_ERR_CUDA, PSA_ERR_OUT_OF_MEMORY.
+ * CUDA: synchronises as psa_context_get_level_map. Threads: one thread per context. */
+PSA_API psa_status psa_context_write_mask_png(psa_context* context, const char* path,
+                                              psa_mask_view view, int64_t batch, int64_t head,
+                                              int64_t query_block,
+                                              const int64_t* query_position, int32_t cell);
+
+/* Writes the blocks view (PSA_MASK_VIEW_BLOCKS, above) of any level map, e.g. one saved
+ * from psa_context_get_level_map or made up, to the PNG file `path`.
+ * [in] levels: host int8 [heads, q_blocks, k_blocks] (one batch item), row-major.
+ * [in] heads, q_blocks, k_blocks: each >= 1.
+ * [in] head: the head to draw, or -1 for all of them.
+ * [in] cell: as psa_context_write_mask_png.
+ * Errors: PSA_ERR_NULL_POINTER, PSA_ERR_INVALID_ARGUMENT, PSA_ERR_IO,
+ * PSA_ERR_OUT_OF_MEMORY. Needs no context; any thread. */
+PSA_API psa_status psa_mask_write_png(const char* path, const int8_t* levels, int64_t heads,
+                                      int64_t q_blocks, int64_t k_blocks, int64_t head,
+                                      int32_t cell);
+
 /* =====================================================================================
  * Experimental (fenced): may change between minor versions. Define PSA_EXPERIMENTAL_API
  * before including psa.h to see these declarations.

@@ -4,7 +4,7 @@
 # Runs apt-get as root directly, otherwise through sudo when available.
 set -euo pipefail
 what=${1:-all}
-core="cmake g++ make pkg-config libyaml-cpp-dev libcxxopts-dev libgtest-dev libgmock-dev"
+core="cmake g++ make pkg-config libyaml-cpp-dev libcxxopts-dev libgtest-dev libgmock-dev zlib1g-dev"
 # bindings: SWIG (Python, C#), Python headers + NumPy + pytest (+ venv/pip/setuptools/wheel for
 # the `pip install` test), Mono's mcs + mono, Rust (cargo, rustc; bindgen + libclang for the
 # FFI currency check), pkg-config (the Rust crates and the pkg-config example find libpsa with it).

@@ -53,6 +53,10 @@ class Backend {
                              LevelCounts* counts) = 0;
   // Fetches the counts of the last sparse forward (CUDA: synchronises its stream).
   virtual psa_status read_counts(LevelCounts* counts) = 0;
+  // Copies the level map [B, Hq, Mq, Nk] int8 that the last sparse forward with `plan` kept
+  // (in plan-owned memory sized by prepare) into host memory `dst`. CUDA: synchronises the
+  // last forward's stream, then copies device to host.
+  virtual psa_status read_levels(const Plan& plan, int8_t* dst) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

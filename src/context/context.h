@@ -42,6 +42,11 @@ struct psa_context_s {
   int64_t last_q_blocks = 0, last_k_blocks = 0;
   int64_t last_pairs = 0;
   psa::LevelCounts last_counts;
+  // Plan of the last forward (its level map and token order; diagnostics API). When the plan
+  // cache evicts it, it moves to `retired_plan` and stays readable; a retired plan is freed
+  // the next time a shape is planned (never inside a forward).
+  const psa::Plan* last_plan = nullptr;
+  std::unique_ptr<psa::Plan> retired_plan;
 
   // Finds or builds (and caches) the plan for `problem` under the current geometry.
   psa_status get_plan(const psa::Problem& problem, const psa::Plan** plan);

@@ -86,7 +86,13 @@ psa_status psa_context_s::get_plan(const psa::Problem& problem, const psa::Plan*
   PSA_TRY(psa::make_plan(cfg, geometry, problem, plan.get()));
   plan->geometry_version = geometry_version;
   PSA_TRY(backend->prepare(cfg, plan.get()));
-  if (plans.size() >= psa::kMaxCachedPlans) plans.erase(plans.begin());
+  if (retired_plan && retired_plan.get() != last_plan) retired_plan.reset();
+  if (plans.size() >= psa::kMaxCachedPlans) {
+    if (plans.front().get() == last_plan) {
+      retired_plan = std::move(plans.front());  // keeps the last forward's level map readable
+    }
+    plans.erase(plans.begin());
+  }
   plans.push_back(std::move(plan));
   *out = plans.back().get();
   return PSA_OK;

@@ -145,6 +145,7 @@ psa_status run_forward(psa_context* ctx, const ForwardTensors& t, void* workspac
   ctx->last_q_blocks = plan->q_blocks;
   ctx->last_k_blocks = plan->k_blocks;
   ctx->last_pairs = problem.batch * problem.heads_q * plan->q_blocks * plan->k_blocks;
+  ctx->last_plan = plan;
   ++ctx->calls;
   return PSA_OK;
 }

@@ -111,6 +111,12 @@ void count_levels(const int8_t* levels, int64_t n, LevelCounts* c) {
   }
 }
 
+// The level map of the last sparse forward of a plan, [B, Hq, Mq, Nk] (sized by prepare; the
+// forward only writes it).
+struct CpuPlanData final : BackendPlanData {
+  std::vector<int8_t> levels;
+};
+
 class CpuBackend final : public Backend {
  public:
   psa_backend kind() const override { return PSA_BACKEND_CPU; }
@@ -119,6 +125,12 @@ class CpuBackend final : public Backend {
     Carver c(nullptr);
     carve(c, config, *plan);
     plan->workspace_bytes = c.used() + 64;  // + alignment slack of the base pointer
+    auto data = std::make_unique<CpuPlanData>();
+    if (config.method != PSA_METHOD_DENSE)
+      data->levels.assign(static_cast<size_t>(plan->problem.batch * plan->problem.heads_q *
+                                              plan->q_blocks * plan->k_blocks),
+                          int8_t{0});
+    plan->backend_data = std::move(data);
     return PSA_OK;
   }
 
@@ -176,6 +188,12 @@ class CpuBackend final : public Backend {
     vp.level[3] = s.v8;
     LevelCounts c;
     auto t0 = Clock::now();
+    auto* kept = dynamic_cast<CpuPlanData*>(plan.backend_data.get());
+    auto keep_levels = [&](int64_t b, int64_t h) {
+      if (kept == nullptr || kept->levels.empty()) return;
+      std::memcpy(kept->levels.data() + (b * pb.heads_q + h) * mq * nk, s.levels,
+                  static_cast<size_t>(mq * nk));
+    };
 
     for (int64_t b = 0; b < pb.batch; ++b) {
       for (int64_t hk = 0; hk < pb.heads_kv; ++hk) {
@@ -209,6 +227,7 @@ class CpuBackend final : public Backend {
             t0 = Clock::now();
             PSA_TRY(build_method_levels(cfg, plan, s.q, s.k, s.method, s.levels));
             count_levels(s.levels, mq * nk, &c);
+            keep_levels(b, h);
             c.stage_ms[PSA_STAGE_MASK] += ms_since(t0);
             t0 = Clock::now();
             sparse_attention_cpu(s.q, lq, kp, vp, lk, d, plan.block_m, plan.block_n, s.levels,
@@ -243,6 +262,7 @@ class CpuBackend final : public Backend {
             }
             postprocess_levels(s.levels, mq, nk, post);
             count_levels(s.levels, mq * nk, &c);
+            keep_levels(b, h);
             c.stage_ms[PSA_STAGE_MASK] += ms_since(t0);
             t0 = Clock::now();
             sparse_attention_cpu(s.q, lq, kp, vp, lk, d, plan.block_m, plan.block_n, s.levels,
@@ -266,6 +286,14 @@ class CpuBackend final : public Backend {
   }
 
   psa_status read_counts(LevelCounts*) override { return PSA_OK; }
+
+  psa_status read_levels(const Plan& plan, int8_t* dst) override {
+    const auto* kept = dynamic_cast<const CpuPlanData*>(plan.backend_data.get());
+    PSA_RETURN_IF(kept == nullptr || kept->levels.empty(), PSA_ERR_INTERNAL,
+                  "level map: the plan keeps none (dense method)");
+    std::memcpy(dst, kept->levels.data(), kept->levels.size());
+    return PSA_OK;
+  }
 };
 
 }  // namespace

@@ -53,9 +53,15 @@ struct CudaPlanData final : BackendPlanData {
   int device = 0;
   int64_t* q_src = nullptr;  // [len_q] or NULL (identity)
   int64_t* k_src = nullptr;  // [len_k] or NULL
+  // The level map of the last sparse forward, [B*Hq, Mq, Nk] int8, copied (device to device,
+  // on the forward's stream) out of the workspace so that psa_context_get_level_map can read
+  // it after the caller reused the workspace. NULL for a dense method.
+  int8_t* levels_kept = nullptr;
+  uint64_t levels_bytes = 0;
   CudaWorkspaceLayout layout;
   ~CudaPlanData() override {
     DeviceGuard guard(device);
+    if (levels_kept) cudaFree(levels_kept);
     if (q_src) cudaFree(q_src);
     if (k_src && k_src != q_src) cudaFree(k_src);
   }
@@ -140,6 +146,11 @@ class CudaBackend final : public Backend {
       data->k_src = data->q_src;
     else
       PSA_TRY(upload(plan->k_seq.src, &data->k_src, "k permutation: cudaMalloc/cudaMemcpy"));
+    if (data->layout.sparse) {
+      data->levels_bytes = static_cast<uint64_t>(pb.batch * pb.heads_q * plan->q_blocks * plan->k_blocks);
+      PSA_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&data->levels_kept), data->levels_bytes),
+                   "kept level map: cudaMalloc");
+    }
     plan->workspace_bytes = data->layout.total;
     plan->backend_data = std::move(data);
     return PSA_OK;
@@ -393,6 +404,11 @@ class CudaBackend final : public Backend {
     wa.count = reinterpret_cast<int32_t*>(ws + w.wl_count);
     wa.stats = counts_;
     PSA_TRY(gpu::build_worklist_cuda(wa, stream));
+    // Keep the level map for psa_context_get_level_map (stream-ordered, capturable).
+    if (data->levels_kept != nullptr)
+      PSA_CUDA_TRY(cudaMemcpyAsync(data->levels_kept, wa.levels, data->levels_bytes,
+                                   cudaMemcpyDeviceToDevice, stream),
+                   "kept level map: cudaMemcpyAsync");
     mark(kStageEvMask);
     // 5. sparse attention; the epilogue writes row x back to caller row q_src[x].
     at.dense = false;
@@ -414,6 +430,17 @@ class CudaBackend final : public Backend {
     at.out_rows = data->q_src;
     PSA_TRY(gpu::attention_cuda(at, stream));
     mark(kStageEvAttention);
+    return PSA_OK;
+  }
+
+  psa_status read_levels(const Plan& plan, int8_t* dst) override {
+    DeviceGuard guard(device_);
+    const auto* data = dynamic_cast<const CudaPlanData*>(plan.backend_data.get());
+    PSA_RETURN_IF(data == nullptr || data->levels_kept == nullptr, PSA_ERR_INTERNAL,
+                  "level map: the plan keeps none (dense method)");
+    PSA_CUDA_TRY(cudaStreamSynchronize(last_stream_), "level map: cudaStreamSynchronize");
+    PSA_CUDA_TRY(cudaMemcpy(dst, data->levels_kept, data->levels_bytes, cudaMemcpyDeviceToHost),
+                 "level map: cudaMemcpy");
     return PSA_OK;
   }
 
