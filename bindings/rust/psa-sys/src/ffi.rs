@@ -7,6 +7,7 @@ pub const PSA_VERSION_MAJOR: u32 = 0;
 pub const PSA_VERSION_MINOR: u32 = 1;
 pub const PSA_VERSION_PATCH: u32 = 0;
 pub const PSA_VERSION_NUMBER: u32 = 100;
+pub type __int8_t = ::std::os::raw::c_schar;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -694,4 +695,57 @@ pub const PSA_STAGE_TOTAL: _bindgen_ty_2 = 6;
 pub type _bindgen_ty_2 = ::std::os::raw::c_uint;
 extern "C" {
     pub fn psa_context_get_stats(context: *mut psa_context, stats: *mut psa_stats) -> psa_status;
+}
+extern "C" {
+    pub fn psa_context_level_map_shape(
+        context: *const psa_context,
+        batch: *mut i64,
+        heads: *mut i64,
+        q_blocks: *mut i64,
+        k_blocks: *mut i64,
+    ) -> psa_status;
+}
+extern "C" {
+    pub fn psa_context_get_level_map(
+        context: *mut psa_context,
+        levels: *mut i8,
+        capacity: u64,
+    ) -> psa_status;
+}
+extern "C" {
+    pub fn psa_context_get_token_order(
+        context: *const psa_context,
+        sequence: i32,
+        order: *mut i64,
+        capacity: i64,
+        length: *mut i64,
+        text_begin: *mut i64,
+        text_end: *mut i64,
+    ) -> psa_status;
+}
+pub const PSA_MASK_VIEW_BLOCKS: psa_mask_view = 0;
+pub const PSA_MASK_VIEW_VIDEO: psa_mask_view = 1;
+pub type psa_mask_view = ::std::os::raw::c_uint;
+extern "C" {
+    pub fn psa_context_write_mask_png(
+        context: *mut psa_context,
+        path: *const ::std::os::raw::c_char,
+        view: psa_mask_view,
+        batch: i64,
+        head: i64,
+        query_block: i64,
+        query_position: *const i64,
+        cell: i32,
+    ) -> psa_status;
+}
+extern "C" {
+    pub fn psa_mask_write_png(
+        path: *const ::std::os::raw::c_char,
+        levels: *const i8,
+        heads: i64,
+        q_blocks: i64,
+        k_blocks: i64,
+        head: i64,
+        cell: i32,
+    ) -> psa_status;
 }
