@@ -256,7 +256,7 @@ typedef enum psa_param {
   PSA_PARAM_SAMPLE_DIVISOR = 28,     /* importance samples = block / this, {1,2,4,8,16} (4)  */
   PSA_PARAM_SEED = 29,               /* sampling seed, >= 0 (0)                  [-]         */
   PSA_PARAM_CAUSAL = 30,             /* 0/1 causal attention (bottom-right aligned) [-]      */
-  PSA_PARAM_SCALE = 31,              /* softmax scale; 0 = 1/sqrt(head_dim)      [-]         */
+  PSA_PARAM_SCALE = 31,              /* softmax scale, [0, FLT_MAX]; 0 = 1/sqrt(head_dim) [-] */
   PSA_PARAM_TEXT_RULE = 32,          /* psa_text_rule (SPAN)                     [-]         */
   PSA_PARAM_TEXT_ROWS_DENSE = 33,    /* 0/1 query blocks holding text attend at level 1 [-]  */
   PSA_PARAM_SPARSITY = 34,           /* rf_v2 / ada_bsa sparsity, [0,1)          [sparsity]  */
@@ -282,7 +282,8 @@ PSA_API void psa_config_destroy(psa_config* config);
 
 /* Loads preset `preset` of model `model` from a YAML file in the reference format
  * (configs/attention_config.yaml). [in,opt] preset: NULL selects the model's
- * `default_attention`. [out] out. Errors: PSA_ERR_IO (unreadable file), PSA_ERR_YAML_PARSE
+ * `default_attention`. [out] out. Errors: PSA_ERR_IO (unreadable file; not a regular file,
+ * such as a FIFO or a device; larger than 64 MiB), PSA_ERR_YAML_PARSE
  * (with line and column), PSA_ERR_NOT_FOUND (unknown model or preset; the message lists
  * the ones that exist), PSA_ERR_INVALID_CONFIG (with the key path, the bad value and the
  * allowed values). */
@@ -331,7 +332,9 @@ PSA_API const char* psa_catalog_model_name(const psa_catalog* catalog, int32_t i
 PSA_API int32_t psa_catalog_preset_count(const psa_catalog* catalog, const char* model);
 PSA_API const char* psa_catalog_preset_name(const psa_catalog* catalog, const char* model,
                                             int32_t index);
-/* The model's `default_attention` preset name; NULL if the model does not exist. */
+/* The model's `default_attention` preset name. NULL if the model does not exist or has no
+ * `default_attention`; psa_last_error_status() is then PSA_ERR_NOT_FOUND and the message
+ * says which (for a model without a default, it lists the presets to name instead). */
 PSA_API const char* psa_catalog_default_preset(const psa_catalog* catalog, const char* model);
 /* Copy of a preset as a config (release with psa_config_destroy). */
 PSA_API psa_status psa_catalog_get_config(const psa_catalog* catalog, const char* model,
@@ -430,7 +433,9 @@ PSA_API psa_status psa_workspace_size(psa_context* context, const psa_tensor_des
  * Alignment: q, k, v and out must be aligned to their element size and lse to 4 bytes
  *      (PSA_ERR_MISALIGNED_POINTER otherwise); the CUDA backend needs 16 bytes for q, k, v, out.
  * [in] workspace, workspace_bytes: at least psa_workspace_size() bytes in the backend's
- *      memory; may be NULL when that size is 0. Need not be zeroed.
+ *      memory; may be NULL when that size is 0. Need not be zeroed. Its first
+ *      psa_workspace_size() bytes must not overlap q, k, v, out or lse
+ *      (PSA_ERR_INVALID_ARGUMENT naming the two buffers).
  * [in,opt] stream: cudaStream_t for CUDA; ignored by the CPU backend.
  * CUDA: enqueues on `stream` and returns; no allocation, no synchronisation, capturable
  * in a CUDA graph once the shape was planned by psa_workspace_size. Inputs must stay

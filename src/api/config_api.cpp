@@ -294,7 +294,17 @@ PSA_API const char* psa_catalog_default_preset(const psa_catalog* catalog, const
       return nullptr;
     }
     const psa::ModelEntry* m = require_model(catalog, model);
-    if (m == nullptr || m->default_preset.empty()) return nullptr;
+    if (m == nullptr) return nullptr;
+    if (m->default_preset.empty()) {
+      // A status, not a silent NULL: the caller can tell "no default" from a bad call.
+      std::string names;
+      for (const psa::PresetEntry& p : m->presets) names += (names.empty() ? "" : ", ") + p.name;
+      psa::set_error(PSA_ERR_NOT_FOUND,
+                     "%s.default_attention: not set, so the model has no default preset; "
+                     "name one of: %s",
+                     model, names.c_str());
+      return nullptr;
+    }
     return m->default_preset.c_str();
   });
 }

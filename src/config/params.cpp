@@ -107,6 +107,9 @@ std::string param_allowed_text(const ParamInfo& p) {
       return "0 (false), 1 (true)";
     case ParamKind::kReal:
       if (p.hi == kRealMax) return "finite, >= " + format_double(p.lo);
+      if (p.hi == kFloatMax)
+        return "[" + format_double(p.lo) + ", " + format_double(p.hi) +
+               "] (FLT_MAX: the kernels compute in float)";
       return "[" + format_double(p.lo) + ", " + format_double(p.hi) + "]";
     case ParamKind::kRealOpenHi:
       return "[" + format_double(p.lo) + ", " + format_double(p.hi) + ")";

@@ -45,6 +45,9 @@ inline constexpr const char* kTextRuleNames[] = {"span", "reference_suffix"};
 // int32 caps keep counts and products of grid sizes far from int64 overflow downstream.
 inline constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
 inline constexpr double kRealMax = std::numeric_limits<double>::max();
+// The kernels compute the softmax scale in float: a finite double above FLT_MAX would become
+// +inf when the forward is planned (every output NaN).
+inline constexpr double kFloatMax = static_cast<double>(std::numeric_limits<float>::max());
 
 template <typename T, int N>
 constexpr int count_of(const T (&)[N]) { return N; }
@@ -104,7 +107,7 @@ constexpr int count_of(const T (&)[N]) { return N; }
   X(PSA_PARAM_SAMPLE_DIVISOR, "sample_divisor", PSA_INT_SET(kSampleDivisorValues), sample_divisor) \
   X(PSA_PARAM_SEED, "seed", PSA_INT_RANGE(0, INT64_MAX), seed)                                     \
   X(PSA_PARAM_CAUSAL, "causal", PSA_BOOL, causal)                                                  \
-  X(PSA_PARAM_SCALE, "scale", PSA_REAL(0.0, kRealMax), scale)                                      \
+  X(PSA_PARAM_SCALE, "scale", PSA_REAL(0.0, kFloatMax), scale)                                     \
   X(PSA_PARAM_TEXT_RULE, "text_rule", PSA_ENUM(kTextRuleNames), text_rule)                         \
   X(PSA_PARAM_TEXT_ROWS_DENSE, "text_rows_dense", PSA_BOOL, text_rows_dense)                       \
   X(PSA_PARAM_SPARSITY, "sparsity", PSA_REAL_OPEN_HI(0.0, 1.0), sparsity)                          \

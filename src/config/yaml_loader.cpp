@@ -3,8 +3,12 @@
 // path, the value and what is allowed. No yaml-cpp exception leaves this file.
 #include "config/yaml_loader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -88,22 +92,49 @@ psa_status type_error(const std::string& path, const Node& n, const std::string&
 
 // Numbers are parsed from the scalar text with std::from_chars: locale-independent and free of
 // iostreams. (yaml-cpp's convert<> goes through std::stringstream and its locale facets, which
-// crashed inside a process that had imported PyTorch on the GPU machine.)
+// crashed inside a process that had imported PyTorch on the GPU machine.) Only YAML 1.2 core
+// schema numbers are accepted: [-+]?[0-9]+ or 0x[0-9a-fA-F]+ for integers, and
+// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)? for reals (one sign at most, so "+-0.5"
+// is text, not a number; .inf and .nan are not finite and rejected as well).
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)? when `real`, [-+]?[0-9]+ otherwise.
+bool is_yaml12_decimal(const std::string& t, bool real) {
+  size_t i = 0;
+  const size_t n = t.size();
+  if (i < n && (t[i] == '+' || t[i] == '-')) ++i;
+  size_t int_digits = 0, frac_digits = 0;
+  while (i < n && is_digit(t[i])) ++i, ++int_digits;
+  if (!real) return int_digits > 0 && i == n;
+  if (i < n && t[i] == '.') {
+    ++i;
+    while (i < n && is_digit(t[i])) ++i, ++frac_digits;
+  }
+  if (int_digits == 0 && frac_digits == 0) return false;
+  if (i < n && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < n && (t[i] == '+' || t[i] == '-')) ++i;
+    size_t exp_digits = 0;
+    while (i < n && is_digit(t[i])) ++i, ++exp_digits;
+    if (exp_digits == 0) return false;
+  }
+  return i == n;
+}
+
 bool parse_int(const std::string& text, int64_t* v) {
   const char* b = text.data();
   const char* e = b + text.size();
-  if (b != e && *b == '+') ++b;
   int base = 10;
   bool neg = false;
-  if (b != e && *b == '-') {
-    neg = true;
-    ++b;
-  }
-  if (e - b > 2 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X')) {
+  if (text.size() > 2 && b[0] == '0' && b[1] == 'x') {
+    for (size_t i = 2; i < text.size(); ++i)
+      if (!std::isxdigit(static_cast<unsigned char>(text[i]))) return false;
     base = 16;
     b += 2;
+  } else {
+    if (!is_yaml12_decimal(text, /*real=*/false)) return false;
+    if (*b == '+' || *b == '-') neg = *b++ == '-';
   }
-  if (b == e || *b == '-' || *b == '+') return false;
   uint64_t u = 0;
   auto r = std::from_chars(b, e, u, base);
   if (r.ec != std::errc() || r.ptr != e) return false;
@@ -114,10 +145,10 @@ bool parse_int(const std::string& text, int64_t* v) {
 }
 
 bool parse_double(const std::string& text, double* v) {
+  if (!is_yaml12_decimal(text, /*real=*/true)) return false;
   const char* b = text.data();
   const char* e = b + text.size();
-  if (b != e && *b == '+') ++b;
-  if (b == e || *b == '+') return false;
+  if (*b == '+') ++b;  // from_chars takes '-' but not '+'
   auto r = std::from_chars(b, e, *v, std::chars_format::general);
   return r.ec == std::errc() && r.ptr == e && std::isfinite(*v);
 }
@@ -161,6 +192,24 @@ psa_status read_text(const Node& n, const std::string& path, std::string* out) {
   return PSA_OK;
 }
 
+// `key` with NUL and other control characters written as \0, \xNN, for a message.
+std::string escaped_key(const std::string& key) {
+  std::string out;
+  for (const char c : key) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u == 0) {
+      out += "\\0";
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // Entries of the map `n` in file order. Rejects a non-map, non-scalar and duplicate keys, and
 // (when `allowed` is not empty) keys outside `allowed`.
 psa_status map_entries(const Node& n, const std::string& path, const Keys& allowed,
@@ -172,6 +221,15 @@ psa_status map_entries(const Node& n, const std::string& path, const Keys& allow
     PSA_RETURN_IF(!it->first.IsScalar(), PSA_ERR_INVALID_CONFIG, "%s: keys must be scalars, got %s",
                   path.c_str(), node_kind(it->first).c_str());
     const std::string key = it->first.Scalar();
+    // A NUL inside a key ("M\0x") would make C callers see a different, shorter name: two
+    // keys could then name one model, and lookups by the name the catalog lists would fail.
+    if (key.find('\0') != std::string::npos) {
+      const std::string shown = join(path, "\"" + escaped_key(key) + "\"");
+      return set_error(PSA_ERR_INVALID_CONFIG,
+                       "%s: keys must not contain NUL characters (\\0); names reach C callers as "
+                       "NUL-terminated strings",
+                       shown.c_str());
+    }
     const std::string kp = join(path, key);
     if (!allowed.empty()) {
       bool known = false;
@@ -515,20 +573,49 @@ psa_status load_preset(const std::string& text, const std::string& source, const
 }
 
 psa_status read_text_file(const char* path, std::string* out) {
-  struct Closer {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
+  // O_NONBLOCK: opening a FIFO with no writer returns at once instead of blocking forever;
+  // fstat then rejects everything that is not a regular file (FIFOs, /dev/zero, sockets,
+  // directories), so a read never waits on, or grows without bound from, a device.
   errno = 0;
-  std::unique_ptr<std::FILE, Closer> f(std::fopen(path, "rb"));
-  PSA_RETURN_IF(!f, PSA_ERR_IO, "path = %s: cannot open: %s", path,
+  const int fd = ::open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  PSA_RETURN_IF(fd < 0, PSA_ERR_IO, "path = %s: cannot open: %s", path,
                 std::strerror(errno ? errno : ENOENT));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  PSA_RETURN_IF(::fstat(fd, &st) != 0, PSA_ERR_IO, "path = %s: cannot stat: %s", path,
+                std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return set_error(PSA_ERR_IO, "path = %s: is %s; config files must be regular files", path,
+                     kind);
+  }
+  PSA_RETURN_IF(static_cast<uint64_t>(st.st_size) > kMaxConfigFileBytes, PSA_ERR_IO,
+                "path = %s: %llu bytes; config files are limited to %llu bytes (64 MiB)", path,
+                static_cast<unsigned long long>(st.st_size),
+                static_cast<unsigned long long>(kMaxConfigFileBytes));
   std::string data;
   char buf[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) data.append(buf, n);
-  const int err = errno;
-  PSA_RETURN_IF(std::ferror(f.get()), PSA_ERR_IO, "path = %s: cannot read: %s", path,
-                std::strerror(err ? err : EIO));
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    PSA_RETURN_IF(n < 0, PSA_ERR_IO, "path = %s: cannot read: %s", path, std::strerror(errno));
+    if (n == 0) break;
+    data.append(buf, static_cast<size_t>(n));
+    // The file may grow while it is read.
+    PSA_RETURN_IF(data.size() > kMaxConfigFileBytes, PSA_ERR_IO,
+                  "path = %s: more than %llu bytes; config files are limited to %llu bytes "
+                  "(64 MiB)",
+                  path, static_cast<unsigned long long>(kMaxConfigFileBytes),
+                  static_cast<unsigned long long>(kMaxConfigFileBytes));
+  }
   out->swap(data);
   return PSA_OK;
 }

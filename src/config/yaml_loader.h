@@ -2,6 +2,7 @@
 // -> presets -> validated Config. The interface is yaml-cpp free; yaml_loader.cpp is the only
 // file of the project that includes yaml-cpp. Does no file lookup beyond read_text_file.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,11 @@ psa_status load_catalog(const std::string& text, const std::string& source,
 psa_status load_preset(const std::string& text, const std::string& source, const char* model,
                        const char* preset, Config* out);
 
-// Reads a whole file into `out`. PSA_ERR_IO naming the path and the system's reason.
+// Largest config file read_text_file accepts (the shipped file is a few KiB).
+inline constexpr uint64_t kMaxConfigFileBytes = uint64_t{64} << 20;
+
+// Reads a whole regular file of at most kMaxConfigFileBytes into `out`. PSA_ERR_IO naming
+// the path and the reason (the system's, not a regular file, or over the cap).
 psa_status read_text_file(const char* path, std::string* out);
 
 }  // namespace psa

@@ -97,6 +97,30 @@ psa_status run_forward(psa_context* ctx, const ForwardTensors& t, void* workspac
                     "lse: overlaps %s", names[i]);
   }
 
+  // The workspace is scratch the backend writes during the forward: any overlap with an
+  // input or output silently corrupts the result. Only the part the plan uses is checked.
+  if (plan->workspace_bytes > 0) {
+    const uintptr_t wb = reinterpret_cast<uintptr_t>(workspace);
+    const Range ws_r{wb, wb + static_cast<uintptr_t>(plan->workspace_bytes)};
+    for (int i = 0; i < 3; ++i)
+      PSA_RETURN_IF(overlaps(ws_r, range_of(*descs[i], ptrs[i])), PSA_ERR_INVALID_ARGUMENT,
+                    "workspace: overlaps %s (the %llu workspace bytes must not alias q, k, v, out "
+                    "or lse)",
+                    names[i], static_cast<unsigned long long>(plan->workspace_bytes));
+    PSA_RETURN_IF(overlaps(ws_r, out_r), PSA_ERR_INVALID_ARGUMENT,
+                  "workspace: overlaps out (the %llu workspace bytes must not alias q, k, v, out "
+                  "or lse)",
+                  static_cast<unsigned long long>(plan->workspace_bytes));
+    if (t.lse != nullptr) {
+      const uintptr_t lb = reinterpret_cast<uintptr_t>(t.lse);
+      const Range lse_r{lb, lb + static_cast<uintptr_t>(problem.batch * problem.heads_q * problem.len_q) * 4u};
+      PSA_RETURN_IF(overlaps(ws_r, lse_r), PSA_ERR_INVALID_ARGUMENT,
+                    "workspace: overlaps lse (the %llu workspace bytes must not alias q, k, v, "
+                    "out or lse)",
+                    static_cast<unsigned long long>(plan->workspace_bytes));
+    }
+  }
+
   ForwardArgs args;
   args.q = t.q;
   args.k = t.k;

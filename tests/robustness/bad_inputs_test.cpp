@@ -266,11 +266,14 @@ void add_buffer_cases(std::vector<BadCase>& v) {
                                               e.lse.data(), e.ws.data(), e.ws.size(), nullptr);
                }});
   v.push_back({"out_overlaps_v_tail", A, "out: its memory overlaps v", [](Env& e) {
-                 // out starts in the middle of v: the ranges overlap without being equal.
+                 // out starts in the middle of v: the ranges overlap without being equal. v sits
+                 // at the start of a buffer that also holds all of out, so out overlaps nothing
+                 // else whatever the heap layout.
+                 std::vector<uint8_t> vbuf(e.v.bytes.size() * 2);
+                 std::memcpy(vbuf.data(), e.v.bytes.data(), e.v.bytes.size());
                  return psa_attention_forward(e.ctx.get(), &e.q.desc, e.q.bytes.data(), &e.k.desc, e.k.bytes.data(),
-                                              &e.v.desc, e.v.bytes.data(), &e.out.desc,
-                                              e.v.bytes.data() + e.v.bytes.size() / 2, e.lse.data(), e.ws.data(),
-                                              e.ws.size(), nullptr);
+                                              &e.v.desc, vbuf.data(), &e.out.desc, vbuf.data() + e.v.bytes.size() / 2,
+                                              e.lse.data(), e.ws.data(), e.ws.size(), nullptr);
                }});
   v.push_back({"lse_aliases_q", A, "lse: overlaps q", [](Env& e) {
                  return psa_attention_forward(e.ctx.get(), &e.q.desc, e.q.bytes.data(), &e.k.desc, e.k.bytes.data(),
@@ -283,6 +286,36 @@ void add_buffer_cases(std::vector<BadCase>& v) {
                                               &e.v.desc, e.v.bytes.data(), &e.out.desc, e.out.bytes.data(),
                                               reinterpret_cast<float*>(e.v.bytes.data()) + 7, e.ws.data(), e.ws.size(),
                                               nullptr);
+               }});
+  // The workspace is written during the forward: overlapping any tensor corrupts the result
+  // (issue 18). Each case keeps every pointer inside one allocation large enough for both.
+  v.push_back({"workspace_overlaps_q", A, "workspace: overlaps q", [](Env& e) {
+                 std::vector<uint8_t> big(e.ws.size() + e.q.bytes.size() + 64);
+                 uint8_t* q = big.data() + e.ws.size() - 64;  // the last 64 workspace bytes are q's first
+                 std::memcpy(q, e.q.bytes.data(), e.q.bytes.size());
+                 return psa_attention_forward(e.ctx.get(), &e.q.desc, q, &e.k.desc, e.k.bytes.data(), &e.v.desc,
+                                              e.v.bytes.data(), &e.out.desc, e.out.bytes.data(), e.lse.data(),
+                                              big.data(), e.ws.size(), nullptr);
+               }});
+  v.push_back({"workspace_aliases_v", A, "workspace: overlaps v", [](Env& e) {
+                 std::vector<uint8_t> big(std::max(e.ws.size(), e.v.bytes.size()));
+                 std::memcpy(big.data(), e.v.bytes.data(), e.v.bytes.size());
+                 return psa_attention_forward(e.ctx.get(), &e.q.desc, e.q.bytes.data(), &e.k.desc, e.k.bytes.data(),
+                                              &e.v.desc, big.data(), &e.out.desc, e.out.bytes.data(), e.lse.data(),
+                                              big.data(), e.ws.size(), nullptr);
+               }});
+  v.push_back({"workspace_overlaps_out", A, "workspace: overlaps out", [](Env& e) {
+                 std::vector<uint8_t> big(e.ws.size() + e.out.bytes.size());
+                 return psa_attention_forward(e.ctx.get(), &e.q.desc, e.q.bytes.data(), &e.k.desc, e.k.bytes.data(),
+                                              &e.v.desc, e.v.bytes.data(), &e.out.desc, big.data() + 64, e.lse.data(),
+                                              big.data(), e.ws.size(), nullptr);
+               }});
+  v.push_back({"workspace_overlaps_lse", A, "workspace: overlaps lse", [](Env& e) {
+                 std::vector<uint8_t> big(e.ws.size() + e.lse.size() * sizeof(float));
+                 return psa_attention_forward(e.ctx.get(), &e.q.desc, e.q.bytes.data(), &e.k.desc, e.k.bytes.data(),
+                                              &e.v.desc, e.v.bytes.data(), &e.out.desc, e.out.bytes.data(),
+                                              reinterpret_cast<float*>(big.data() + e.ws.size() - 16), big.data(),
+                                              e.ws.size(), nullptr);
                }});
   v.push_back({"workspace_zero_bytes", PSA_ERR_WORKSPACE_TOO_SMALL, "workspace_bytes = 0", [](Env& e) {
                  return psa_attention_forward(e.ctx.get(), &e.q.desc, e.q.bytes.data(), &e.k.desc, e.k.bytes.data(),
@@ -385,6 +418,10 @@ void add_config_cases(std::vector<BadCase>& v) {
   v.push_back({"set_cdf_threshold_above_one", A, "cdf_threshold = 1.5", set_d(PSA_PARAM_CDF_THRESHOLD, 1.5)});
   v.push_back({"set_scale_negative", A, "scale = -1", set_d(PSA_PARAM_SCALE, -1.0)});
   v.push_back({"set_scale_inf", A, "scale = inf", set_d(PSA_PARAM_SCALE, kInf)});
+  // Finite as a double, +inf as the float the kernels use (issue 18): the bound is named.
+  v.push_back({"set_scale_above_flt_max", A, "scale = 1e+39: allowed [0, 3.4028234663852886e+38] (FLT_MAX",
+               set_d(PSA_PARAM_SCALE, 1e39)});
+  v.push_back({"set_scale_double_max", A, "FLT_MAX", set_d(PSA_PARAM_SCALE, std::numeric_limits<double>::max())});
   v.push_back({"set_block_m_96", A, "block_size.m = 96", set_i(PSA_PARAM_BLOCK_M, 96)});
   v.push_back({"set_block_n_16", A, "block_size.n = 16", set_i(PSA_PARAM_BLOCK_N, 16)});
   v.push_back({"set_tile_n_8", A, "block_size.tile_n = 8", set_i(PSA_PARAM_TILE_N, 8)});
@@ -474,6 +511,36 @@ void add_yaml_cases(std::vector<BadCase>& v) {
   v.push_back({"yaml_cdf_above_one", C, "cdf_threshold = 1.01", load("cdf_threshold: 0.9", "cdf_threshold: 1.01", "a")});
   v.push_back({"yaml_cdf_sequence", C, "a.cdf_threshold: expected a", load("cdf_threshold: 0.9", "cdf_threshold: [0.9]", "a")});
   v.push_back({"yaml_min_full_ratio_above_one", C, "min_full_attn_ratio = 7", load("mask_mode: topk", "mask_mode: topk\n      min_full_attn_ratio: 7", "p")});
+  // Issue 18: a scale that overflows float, numbers that are not YAML 1.2 numbers, NUL in keys.
+  v.push_back({"yaml_scale_above_flt_max", C, "M.attention_configs.p.scale = 1e+39: allowed [0, 3.4028234663852886e+38]",
+               load("mask_mode: topk", "mask_mode: topk\n      scale: 1e39", "p")});
+  v.push_back({"yaml_ratio_plus_minus", C, "M.attention_configs.p.mask_ratios.1[1] = +-0.5: expected a finite number",
+               load("1: [0.0, 0.1]", "1: [0.0, +-0.5]", "p")});
+  v.push_back({"yaml_ratio_plus_minus_zero", C, "mask_ratios.1[0] = +-0", load("1: [0.0, 0.1]", "1: [+-0, 0.1]", "p")});
+  v.push_back({"yaml_int_plus_minus", C, "M.text_length = +-0: expected an integer", load("text_length: 0", "text_length: +-0", "p")});
+  v.push_back({"yaml_int_minus_plus", C, "block_size.m = -+128", load("m: 128", "m: -+128", "p")});
+  v.push_back({"yaml_int_signed_hex", C, "block_size.m = -0x80", load("m: 128", "m: -0x80", "p")});
+  v.push_back({"yaml_sparsity_double_sign", C, "sparsity = --0.5", load("sparsity: 0.5\n    a:", "sparsity: --0.5\n    a:", "b")});
+  v.push_back({"yaml_model_key_with_nul", C, "keys must not contain NUL", [](Env& e) {
+                 // "M\0x" in YAML double quotes: a key whose C string would read "M".
+                 const std::string y = "\"M\\0x\":" + yaml_with("M:", "");
+                 return psa_config_load_string(y.c_str(), "M", nullptr, &e.cfg_out);
+               }});
+  v.push_back({"catalog_two_models_named_m", C, "\"M\\0x\": keys must not contain NUL", [](Env& e) {
+                 const std::string y = std::string(mini_yaml()) + "\"M\\0x\":" + yaml_with("M:", "");
+                 return psa_catalog_open_string(y.c_str(), &e.cat_out);
+               }});
+  v.push_back({"yaml_preset_key_with_nul", C, "M.attention_configs.\"p\\0q\": keys must not contain NUL",
+               load("    p:\n", "    \"p\\0q\":\n", "p")});
+  v.push_back({"catalog_default_preset_not_set", NF, "M.default_attention: not set", [](Env& e) {
+                 psa_catalog* c = nullptr;
+                 EXPECT_EQ(psa_catalog_open_string(yaml_with("  default_attention: p\n", "").c_str(), &c), PSA_OK)
+                     << psa_last_error_message();
+                 const char* def = psa_catalog_default_preset(c, "M");
+                 const psa_status st = status_if(def == nullptr);
+                 psa_catalog_destroy(c);  // records nothing: the status and message stay
+                 return st;
+               }});
   v.push_back({"yaml_unknown_model", NF, "model = Nope", [](Env& e) {
                  return psa_config_load_string(mini_yaml(), "Nope", nullptr, &e.cfg_out);
                }});

@@ -72,6 +72,30 @@ TEST(FuzzCorpus, YamlFilesLoadOrFailCleanly) {
   EXPECT_GE(opened, 5);
 }
 
+// Inputs that once loaded although they should not (issue 18): each must now fail to open
+// with PSA_ERR_INVALID_CONFIG and a message naming the problem.
+TEST(FuzzCorpus, YamlRegressionsAreRejected) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"regression-plus-minus-number.yaml", "mask_ratios.1[0] = +-0: expected a finite number"},
+      {"regression-nul-in-model-key.yaml", "\"M\\0x\": keys must not contain NUL characters"},
+      {"regression-scale-above-flt-max.yaml", "M.attention_configs.p.scale = 1e+39: allowed [0, "},
+  };
+  for (const auto& [name, reason] : cases) {
+    SCOPED_TRACE(name);
+    const fs::path path = fs::path(PSA_SOURCE_DIR) / "tests/fuzz/corpus/yaml" / name;
+    ASSERT_TRUE(fs::is_regular_file(path));
+    psa_catalog* cat = nullptr;
+    EXPECT_EQ(psa_catalog_open(path.string().c_str(), &cat), PSA_ERR_INVALID_CONFIG);
+    EXPECT_NE(std::strstr(psa_last_error_message(), reason), nullptr) << psa_last_error_message();
+    EXPECT_EQ(cat, nullptr);
+    psa_catalog_destroy(cat);
+    psa_config* cfg = nullptr;
+    EXPECT_EQ(psa_config_load_string(read_file(path).c_str(), "M", nullptr, &cfg), PSA_ERR_INVALID_CONFIG);
+    EXPECT_EQ(cfg, nullptr);
+    psa_config_destroy(cfg);
+  }
+}
+
 // The shipped file is in the corpus as a seed: it must open like the embedded copy.
 TEST(FuzzCorpus, ShippedConfigIsASeed) {
   const std::string seed = read_file(fs::path(PSA_SOURCE_DIR) / "tests/fuzz/corpus/yaml/attention_config.yaml");
