@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <vector>
 
 #include "attention/attention.h"
@@ -111,10 +113,12 @@ void count_levels(const int8_t* levels, int64_t n, LevelCounts* c) {
   }
 }
 
-// The level map of the last sparse forward of a plan, [B, Hq, Mq, Nk] (sized by prepare; the
-// forward only writes it).
+// The level map of the last sparse forward of a plan, [B, Hq, Mq, Nk], allocated (not
+// touched) by prepare; the forward only writes it. NULL when the allocation failed: planning
+// still succeeds and read_levels reports PSA_ERR_OUT_OF_MEMORY.
 struct CpuPlanData final : BackendPlanData {
-  std::vector<int8_t> levels;
+  std::unique_ptr<int8_t[]> levels;
+  size_t bytes = 0;
 };
 
 class CpuBackend final : public Backend {
@@ -126,10 +130,11 @@ class CpuBackend final : public Backend {
     carve(c, config, *plan);
     plan->workspace_bytes = c.used() + 64;  // + alignment slack of the base pointer
     auto data = std::make_unique<CpuPlanData>();
-    if (config.method != PSA_METHOD_DENSE)
-      data->levels.assign(static_cast<size_t>(plan->problem.batch * plan->problem.heads_q *
-                                              plan->q_blocks * plan->k_blocks),
-                          int8_t{0});
+    if (config.method != PSA_METHOD_DENSE) {
+      data->bytes = static_cast<size_t>(plan->problem.batch * plan->problem.heads_q * plan->q_blocks *
+                                        plan->k_blocks);
+      data->levels.reset(new (std::nothrow) int8_t[data->bytes]);
+    }
     plan->backend_data = std::move(data);
     return PSA_OK;
   }
@@ -190,8 +195,8 @@ class CpuBackend final : public Backend {
     auto t0 = Clock::now();
     auto* kept = dynamic_cast<CpuPlanData*>(plan.backend_data.get());
     auto keep_levels = [&](int64_t b, int64_t h) {
-      if (kept == nullptr || kept->levels.empty()) return;
-      std::memcpy(kept->levels.data() + (b * pb.heads_q + h) * mq * nk, s.levels,
+      if (kept == nullptr || !kept->levels) return;
+      std::memcpy(kept->levels.get() + (b * pb.heads_q + h) * mq * nk, s.levels,
                   static_cast<size_t>(mq * nk));
     };
 
@@ -289,9 +294,12 @@ class CpuBackend final : public Backend {
 
   psa_status read_levels(const Plan& plan, int8_t* dst) override {
     const auto* kept = dynamic_cast<const CpuPlanData*>(plan.backend_data.get());
-    PSA_RETURN_IF(kept == nullptr || kept->levels.empty(), PSA_ERR_INTERNAL,
+    PSA_RETURN_IF(kept == nullptr || kept->bytes == 0, PSA_ERR_INTERNAL,
                   "level map: the plan keeps none (dense method)");
-    std::memcpy(dst, kept->levels.data(), kept->levels.size());
+    PSA_RETURN_IF(!kept->levels, PSA_ERR_OUT_OF_MEMORY,
+                  "level map: its %llu bytes could not be allocated when the shape was planned",
+                  static_cast<unsigned long long>(kept->bytes));
+    std::memcpy(dst, kept->levels.get(), kept->bytes);
     return PSA_OK;
   }
 };

@@ -148,8 +148,12 @@ class CudaBackend final : public Backend {
       PSA_TRY(upload(plan->k_seq.src, &data->k_src, "k permutation: cudaMalloc/cudaMemcpy"));
     if (data->layout.sparse) {
       data->levels_bytes = static_cast<uint64_t>(pb.batch * pb.heads_q * plan->q_blocks * plan->k_blocks);
-      PSA_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&data->levels_kept), data->levels_bytes),
-                   "kept level map: cudaMalloc");
+      // Best effort: a shape too large for it still plans; reading its map then reports
+      // PSA_ERR_OUT_OF_MEMORY.
+      if (cudaMalloc(reinterpret_cast<void**>(&data->levels_kept), data->levels_bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        data->levels_kept = nullptr;
+      }
     }
     plan->workspace_bytes = data->layout.total;
     plan->backend_data = std::move(data);
@@ -436,8 +440,11 @@ class CudaBackend final : public Backend {
   psa_status read_levels(const Plan& plan, int8_t* dst) override {
     DeviceGuard guard(device_);
     const auto* data = dynamic_cast<const CudaPlanData*>(plan.backend_data.get());
-    PSA_RETURN_IF(data == nullptr || data->levels_kept == nullptr, PSA_ERR_INTERNAL,
+    PSA_RETURN_IF(data == nullptr || data->levels_bytes == 0, PSA_ERR_INTERNAL,
                   "level map: the plan keeps none (dense method)");
+    PSA_RETURN_IF(data->levels_kept == nullptr, PSA_ERR_OUT_OF_MEMORY,
+                  "level map: its %llu bytes of device memory could not be allocated when the "
+                  "shape was planned", static_cast<unsigned long long>(data->levels_bytes));
     PSA_CUDA_TRY(cudaStreamSynchronize(last_stream_), "level map: cudaStreamSynchronize");
     PSA_CUDA_TRY(cudaMemcpy(dst, data->levels_kept, data->levels_bytes, cudaMemcpyDeviceToHost),
                  "level map: cudaMemcpy");
