@@ -261,4 +261,49 @@ PSA_CS_OUT(psa_param_type *, type, ParamType)
   double get_stage_ms(int32_t i) { return i >= 0 && i < 7 ? $self->stage_ms[i] : -1.0; }
 }
 
+/* ===================================================================================
+ * Diagnostics (level map, token order, mask pictures): the buffers are addresses (Python
+ * ints, C# IntPtr) the idiomatic layers allocate; shapes and lengths are returned.
+ * =================================================================================== */
+%apply int64_t *OUTPUT { int64_t *batch, int64_t *heads, int64_t *q_blocks, int64_t *k_blocks,
+                         int64_t *length, int64_t *text_begin, int64_t *text_end };
+#if defined(SWIGPYTHON)
+%typemap(in) int8_t *levels, const int8_t *levels, int64_t *order {
+  if ($input == Py_None) {
+    $1 = NULL;
+  } else {
+    unsigned long long address = PyLong_AsUnsignedLongLong($input);
+    if (PyErr_Occurred()) SWIG_fail;
+    $1 = ($1_ltype)(uintptr_t)address;
+  }
+}
+%typemap(in) const int64_t *query_position (int64_t tmp[3]) {
+  if ($input == Py_None) {
+    $1 = NULL;
+  } else {
+    Py_ssize_t i;
+    if (!PySequence_Check($input) || PySequence_Size($input) != 3) {
+      PyErr_SetString(PyExc_TypeError, "query_position: expected a sequence of 3 ints or None");
+      SWIG_fail;
+    }
+    for (i = 0; i < 3; ++i) {
+      PyObject* item = PySequence_GetItem($input, i);
+      tmp[i] = item ? (int64_t)PyLong_AsLongLong(item) : 0;
+      Py_XDECREF(item);
+      if (PyErr_Occurred()) SWIG_fail;
+    }
+    $1 = tmp;
+  }
+}
+#elif defined(SWIGCSHARP)
+%apply void *VOID_INT_PTR { int8_t *levels, const int8_t *levels, int64_t *order };
+%typemap(ctype) const int64_t *query_position "int64_t *"
+%typemap(imtype) const int64_t *query_position "long[]"
+%typemap(cstype) const int64_t *query_position "long[]"
+%typemap(csin) const int64_t *query_position "$csinput"
+%typemap(in) const int64_t *query_position %{ $1 = $input; %}
+%rename(MaskView) psa_mask_view;
+%rename("%(regex:/^PSA_MASK_VIEW_(.*)$/View\\1/)s", %$isenumitem) "";
+#endif
+
 %include "psa.h"

@@ -30,6 +30,7 @@ from . import capi  # noqa: E402
 from ._config import (Backend, Config, DType, Layout, MaskFormat, MaskMode,  # noqa: E402
                       Method, Param, Rearrange, Status, TextPosition, TextRule, param_info)
 from ._context import Context, Stats  # noqa: E402
+from ._mask import TokenOrder, plot_mask  # noqa: E402
 from ._api import (DEFAULT_MODEL, attention, cache_info, clear_cache,  # noqa: E402
                    set_cache_capacity, sparse_attention)
 

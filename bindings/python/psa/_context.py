@@ -172,6 +172,20 @@ class Context:
         """Forgets the video grid (no rearrangement, no text handling)."""
         capi.psa_context_clear_video_grid(self.handle)
 
+    def level_map(self) -> Any:
+        """The last forward's decision: int8 NumPy array ``[batch, heads, q_blocks,
+        k_blocks]``, values 1/2/4/8 (level) and 0 (skipped); all 1 after a dense forward.
+        On CUDA this waits for the forward's stream (psa_context_get_level_map)."""
+        from ._mask import level_map
+        return level_map(self.handle)
+
+    def token_order(self, sequence: str = "keys") -> Any:
+        """``TokenOrder(order, text_begin, text_end)`` of the last forward's ``"keys"`` or
+        ``"queries"``: ``order[x]`` is the caller's token at rearranged position x (block j
+        holds positions ``[j * block, (j + 1) * block)``); see psa_context_get_token_order."""
+        from ._mask import token_order
+        return token_order(self.handle, sequence)
+
     def set_step(self, step: int) -> None:
         """Pins the denoising step (>= 0); -1 returns to counting forwards."""
         capi.psa_context_set_step(self.handle, step)

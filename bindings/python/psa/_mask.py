@@ -1,0 +1,86 @@
+# bindings/python/psa/_mask.py -- what a forward decided: the level map and token order of a
+# context's last forward as NumPy arrays, and psa.plot_mask, which has libpsa draw the PNG
+# (psa_context_write_mask_png / psa_mask_write_png): the same picture as `psa mask`.
+"""Level maps, token orders and mask pictures."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple, Optional, Sequence, Union
+
+from . import capi
+
+_VIEWS = {"blocks": int(capi.PSA_MASK_VIEW_BLOCKS), "video": int(capi.PSA_MASK_VIEW_VIDEO)}
+_SEQUENCES = {"queries": 0, "keys": 1}
+
+
+class TokenOrder(NamedTuple):
+    """Which tokens the blocks of the last forward hold: position ``x`` of the rearranged
+    sequence holds the caller's token ``order[x]`` (int64 NumPy array); block ``j`` holds
+    positions ``[j * block, (j + 1) * block)``; text sits at ``[text_begin, text_end)``."""
+    order: Any
+    text_begin: int
+    text_end: int
+
+
+def level_map(handle: Any) -> Any:
+    """The last forward's levels, int8 NumPy array ``[batch, heads, q_blocks, k_blocks]``
+    with values 1, 2, 4, 8 (key block at full resolution or pooled) and 0 (skipped)."""
+    import numpy as np
+
+    shape = capi.psa_context_level_map_shape(handle)
+    levels = np.empty(tuple(int(x) for x in shape), dtype=np.int8)
+    capi.psa_context_get_level_map(handle, int(levels.ctypes.data), int(levels.nbytes))
+    return levels
+
+
+def token_order(handle: Any, sequence: str = "keys") -> TokenOrder:
+    import numpy as np
+
+    if sequence not in _SEQUENCES:
+        raise ValueError("sequence = %r: expected 'keys' or 'queries'" % (sequence,))
+    which = _SEQUENCES[sequence]
+    length, _, _ = capi.psa_context_get_token_order(handle, which, None, 0)
+    order = np.empty((int(length),), dtype=np.int64)
+    _, begin, end = capi.psa_context_get_token_order(handle, which, int(order.ctypes.data),
+                                                     int(length))
+    return TokenOrder(order, int(begin), int(end))
+
+
+def plot_mask(source: Any, path: Union[str, "os.PathLike[str]"], view: str = "blocks",
+              batch: int = 0, head: Optional[int] = None, query_block: Optional[int] = None,
+              query_position: Optional[Sequence[int]] = None, cell: int = 0) -> str:
+    """Writes a PNG picture of a level map and returns its path.
+
+    `source` is a :class:`psa.Context` (its last forward; views ``"blocks"`` and
+    ``"video"``) or a level map as an int8 NumPy array ``[heads, q_blocks, k_blocks]`` or
+    ``[batch, heads, q_blocks, k_blocks]`` (blocks view only). `head`: one head, or None for
+    all (blocks) / head 0 (video). `query_block` / `query_position` ``(t, h, w)``: the query
+    block of the video view (default: the block of the grid's centre). `cell`: pixels per
+    block or token, 0 = automatic. The picture is drawn by libpsa, as ``psa mask`` draws it.
+    """
+    if view not in _VIEWS:
+        raise ValueError("view = %r: expected 'blocks' or 'video'" % (view,))
+    target = os.fspath(path)
+    handle = getattr(source, "handle", None)
+    if handle is not None:
+        h = head if head is not None else (0 if view == "video" else -1)
+        capi.psa_context_write_mask_png(handle, target, _VIEWS[view], batch, h,
+                                        -1 if query_block is None else query_block,
+                                        None if query_position is None else list(query_position),
+                                        cell)
+        return target
+    import numpy as np
+
+    if view != "blocks":
+        raise ValueError("view = 'video' needs a psa.Context (the token order and video grid)")
+    levels = np.ascontiguousarray(source, dtype=np.int8)
+    if levels.ndim == 4:
+        levels = np.ascontiguousarray(levels[batch])
+    if levels.ndim != 3:
+        raise ValueError("levels: expected [heads, q_blocks, k_blocks] or "
+                         "[batch, heads, q_blocks, k_blocks], got shape %r" % (levels.shape,))
+    heads, mq, nk = (int(x) for x in levels.shape)
+    capi.psa_mask_write_png(target, int(levels.ctypes.data), heads, mq, nk,
+                            -1 if head is None else head, cell)
+    return target
