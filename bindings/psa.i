@@ -303,7 +303,7 @@ PSA_CS_OUT(psa_param_type *, type, ParamType)
 %typemap(csin) const int64_t *query_position "$csinput"
 %typemap(in) const int64_t *query_position %{ $1 = $input; %}
 %rename(MaskView) psa_mask_view;
-%rename("%(regex:/^PSA_MASK_VIEW_(.*)$/View\\1/)s", %$isenumitem) "";
+%rename("%(regex:/^PSA_MASK_VIEW_(.*)$/\\1/)s", %$isenumitem) "";
 #endif
 
 %include "psa.h"
