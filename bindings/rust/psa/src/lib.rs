@@ -526,6 +526,84 @@ impl Context {
             stage_ms: raw.stage_ms,
         })
     }
+
+    /// The last forward's level map, `[batch, heads, q_blocks, k_blocks]` row-major, and its
+    /// dimensions: 1/2/4/8 per block pair, 0 for skipped (psa_context_get_level_map; on
+    /// CUDA this waits for the forward's stream).
+    pub fn level_map(&mut self) -> Result<(Vec<i8>, [i64; 4])> {
+        let mut dims = [0i64; 4];
+        // SAFETY: self.raw is valid; the four out-pointers are valid.
+        check(unsafe {
+            sys::psa_context_level_map_shape(
+                self.raw.as_ptr(),
+                &mut dims[0],
+                &mut dims[1],
+                &mut dims[2],
+                &mut dims[3],
+            )
+        })?;
+        let n = (dims[0] * dims[1] * dims[2] * dims[3]) as usize;
+        let mut levels = vec![0i8; n];
+        // SAFETY: `levels` holds n bytes, the capacity passed.
+        check(unsafe {
+            sys::psa_context_get_level_map(self.raw.as_ptr(), levels.as_mut_ptr(), n as u64)
+        })?;
+        Ok((levels, dims))
+    }
+
+    /// Token order of the last forward's keys (`keys = true`) or queries: `order[x]` is the
+    /// caller's token at rearranged position x, plus the text span `(begin, end)` in it.
+    pub fn token_order(&self, keys: bool) -> Result<(Vec<i64>, i64, i64)> {
+        let which = if keys { 1 } else { 0 };
+        let (mut len, mut begin, mut end) = (0i64, 0i64, 0i64);
+        // SAFETY: self.raw is valid; NULL order asks for the lengths only.
+        check(unsafe {
+            sys::psa_context_get_token_order(
+                self.raw.as_ptr(),
+                which,
+                std::ptr::null_mut(),
+                0,
+                &mut len,
+                &mut begin,
+                &mut end,
+            )
+        })?;
+        let mut order = vec![0i64; len as usize];
+        // SAFETY: `order` holds len elements, the capacity passed.
+        check(unsafe {
+            sys::psa_context_get_token_order(
+                self.raw.as_ptr(),
+                which,
+                order.as_mut_ptr(),
+                len,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        })?;
+        Ok((order, begin, end))
+    }
+
+    /// Writes the blocks view (`video = false`, every head) or the video view of `head`'s
+    /// query block holding the grid's centre (`video = true`) as a PNG file.
+    pub fn write_mask_png(&mut self, path: &str, video: bool, head: i64) -> Result<()> {
+        let c_path = std::ffi::CString::new(path)
+            .map_err(|_| Error::new(sys::PSA_ERR_INVALID_ARGUMENT, "path: contains a NUL byte".to_string()))?;
+        let view = if video { sys::PSA_MASK_VIEW_VIDEO } else { sys::PSA_MASK_VIEW_BLOCKS };
+        // SAFETY: self.raw is valid; c_path is NUL-terminated; NULL query_position is allowed.
+        check(unsafe {
+            sys::psa_context_write_mask_png(
+                self.raw.as_ptr(),
+                c_path.as_ptr(),
+                view,
+                0,
+                head,
+                -1,
+                std::ptr::null(),
+                0,
+            )
+        })
+    }
 }
 
 impl Drop for Context {
