@@ -36,6 +36,7 @@ int cmd_presets(int argc, const char* const* argv);
 int cmd_check_config(int argc, const char* const* argv);
 int cmd_run(int argc, const char* const* argv);
 int cmd_demo(int argc, const char* const* argv);
+int cmd_bench(int argc, const char* const* argv);  // cli/bench.cpp
 int cmd_mask(int argc, const char* const* argv);  // cli/mask.cpp
 
 }  // namespace psa_cli

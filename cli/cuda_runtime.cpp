@@ -6,7 +6,9 @@
 #include <dlfcn.h>
 
 #include <cstddef>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 
@@ -53,6 +55,24 @@ CudaRuntime::CudaRuntime() {
   memcpy_ = symbol<MemcpyFn>(lib, "cudaMemcpy", name);
   sync_ = symbol<SyncFn>(lib, "cudaDeviceSynchronize", name);
   error_string_ = symbol<ErrorStringFn>(lib, "cudaGetErrorString", name);
+  get_device_ = symbol<GetDeviceFn>(lib, "cudaGetDevice", name);
+  // CUDA 12 exports the current struct layout as _v2; name[256] is its first field in every
+  // version, which is all that is read.
+  for (const char* n : {"cudaGetDeviceProperties_v2", "cudaGetDeviceProperties"}) {
+    if (props_ == nullptr) props_ = reinterpret_cast<PropsFn>(dlsym(lib, n));
+  }
+}
+
+std::string CudaRuntime::device_name() {
+  int dev = 0;
+  ok(get_device_(&dev), "cudaGetDevice");
+  std::string name;
+  if (props_ != nullptr) {
+    // cudaDeviceProp is about 1 KiB; the buffer leaves room for later versions.
+    std::vector<char> prop(16384, 0);
+    if (props_(prop.data(), dev) == 0) name.assign(prop.data(), strnlen(prop.data(), 256));
+  }
+  return (name.empty() ? "CUDA device" : name) + " (device " + std::to_string(dev) + ")";
 }
 
 void CudaRuntime::ok(int status, const char* what) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace psa_cli {
 
@@ -18,6 +19,8 @@ class CudaRuntime {
   void to_device(void* dst, const void* src, uint64_t bytes);
   void to_host(void* dst, const void* src, uint64_t bytes);
   void synchronize();  // cudaDeviceSynchronize
+  // "NVIDIA H100 80GB HBM3 (device 0)": the current device's name (cudaGetDeviceProperties).
+  std::string device_name();
 
  private:
   CudaRuntime();
@@ -33,6 +36,10 @@ class CudaRuntime {
   MemcpyFn memcpy_ = nullptr;
   SyncFn sync_ = nullptr;
   ErrorStringFn error_string_ = nullptr;
+  using GetDeviceFn = int (*)(int*);
+  using PropsFn = int (*)(void*, int);
+  GetDeviceFn get_device_ = nullptr;
+  PropsFn props_ = nullptr;  // optional: cudaGetDeviceProperties(_v2)
 };
 
 }  // namespace psa_cli

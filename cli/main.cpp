@@ -5,7 +5,10 @@
 #include <exception>
 #include <string>
 
+#include "backend_info.h"
 #include "cli.h"
+#include "json.h"
+#include "options.h"
 
 namespace psa_cli {
 
@@ -31,30 +34,33 @@ const char* const kUsage =
     "  demo                        run a small built-in example (a few seconds on a CPU)\n"
     "  mask --png FILE [...]       a PNG of PSA's decision (level map) for a `psa run` forward\n"
     "                              (psa mask --help)\n"
-    "  version                     print the library and header versions\n"
+    "  bench [--shapes S] [--json] time dense vs PSA presets on the standard video shapes\n"
+    "                              (CUDA device needed; psa bench --help)\n"
+    "  version [--json]            print the library and header versions\n"
     "  help                        print this text\n";
 
-// What the loaded library can run here: the CUDA backend may be missing from the build, or
-// built in with no device; a context creation answers both.
-std::string cuda_availability() {
-  psa_config* cfg = nullptr;
-  if (psa_config_create(&cfg) != PSA_OK) return "unknown";
-  psa_context* ctx = nullptr;
-  const psa_status st = psa_context_create(cfg, PSA_BACKEND_CUDA, -1, &ctx);
-  psa_context_destroy(ctx);
-  psa_config_destroy(cfg);
-  switch (st) {
-    case PSA_OK: return "available";
-    case PSA_ERR_BACKEND_UNAVAILABLE: return "not built in";
-    case PSA_ERR_NO_DEVICE: return "built in, no usable device";
-    default: return std::string("unavailable (") + psa_status_name(st) + ")";
+int cmd_version(int argc, const char* const* argv) {
+  using namespace psa_cli;
+  cxxopts::Options opts("psa version", "Print the library and header versions and whether the "
+                                       "CUDA backend is built in and has a device.");
+  opts.add_options()
+      ("json", "print one JSON object")
+      ("h,help", "print this help");
+  cxxopts::ParseResult r;
+  if (!parse_options(opts, argc, argv, r)) return 0;
+  const std::string cuda = cuda_availability();
+  const bool same = psa_version_number() == PSA_VERSION_NUMBER;
+  if (r.count("json")) {
+    Json j;
+    j.str("library", psa_version_string()).str("header", PSA_VERSION_STRING);
+    j.integer("library_number", psa_version_number()).integer("header_number", PSA_VERSION_NUMBER);
+    j.boolean("versions_match", same).str("cuda", cuda);
+    std::printf("%s\n", j.done().c_str());
+  } else {
+    std::printf("psa %s (built with psa.h %s)\n", psa_version_string(), PSA_VERSION_STRING);
+    std::printf("backends: cpu available; cuda %s\n", cuda.c_str());
   }
-}
-
-int cmd_version() {
-  std::printf("psa %s (built with psa.h %s)\n", psa_version_string(), PSA_VERSION_STRING);
-  std::printf("backends: cpu available; cuda %s\n", cuda_availability().c_str());
-  if (psa_version_number() != PSA_VERSION_NUMBER) {
+  if (!same) {
     std::fprintf(stderr, "psa: warning: the library (%u) and the header this command was built "
                  "with (%d) differ\n", psa_version_number(), PSA_VERSION_NUMBER);
   }
@@ -72,11 +78,14 @@ int dispatch(int argc, const char* const* argv) {
   if (cmd == "run") return cmd_run(sub_argc, sub_argv);
   if (cmd == "demo") return cmd_demo(sub_argc, sub_argv);
   if (cmd == "mask") return cmd_mask(sub_argc, sub_argv);
-  if (cmd == "version" || cmd == "--version") {
-    if (argc > 2) throw UsageError("version takes no arguments");
-    return cmd_version();
-  }
+  if (cmd == "bench") return cmd_bench(sub_argc, sub_argv);
+  if (cmd == "version" || cmd == "--version") return cmd_version(sub_argc, sub_argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    // `psa help COMMAND` prints that command's help (exit 0, as every --help does).
+    if (argc > 2 && std::strcmp(argv[2], "help") != 0) {
+      const char* const help_argv[] = {argv[0], argv[2], "--help"};
+      return dispatch(3, help_argv);
+    }
     std::fputs(kUsage, stdout);
     return 0;
   }

@@ -120,4 +120,31 @@ std::string describe_preset(const PresetInfo& p) {
   return s + "warmup " + std::to_string(p.warmup_steps);
 }
 
+const char* const kPresetColumnsLegend =
+    "columns: type, mask mode, mask format (+sim: similarity merge), block size (query x key) "
+    "and tile, level ends (the cumulative fraction of key blocks per query block at level 1, 2, "
+    "4, 8 and 0), rearrangement, warm-up steps\n"
+    "levels: 1 = full attention, 2/4/8 = keys pooled by 2/4/8, 0 = skip (block pair not computed)";
+
+std::string describe_preset_labelled(const PresetInfo& p) {
+  std::string s = std::string("type ") + method_name(p.method);
+  if (p.method == PSA_METHOD_DENSE) return s + " (plain attention)";
+  if (p.method == PSA_METHOD_PSA) {
+    s += std::string(", mask mode ") + mask_mode_name(p.mask_mode) + ", mask format " +
+         mask_format_name(p.mask_format) + (p.use_sim_mask ? "+sim" : "");
+  } else {
+    s += ", sparsity " + fmt_num(p.sparsity);
+  }
+  s += ", blocks " + std::to_string(p.block_m) + "x" + std::to_string(p.block_n) + " (tile " +
+       std::to_string(p.tile_n) + ")";
+  if (p.method == PSA_METHOD_PSA) {
+    static const char* const kLevel[5] = {"1", "2", "4", "8", "skip"};
+    s += ", level ends";
+    for (int i = 0; i < 5; ++i) s += std::string(" ") + kLevel[i] + ":" + fmt_num(p.ratio_end[i]);
+  }
+  s += std::string(", rearrange ") + rearrange_name(p) + ", warm-up " +
+       std::to_string(p.warmup_steps) + " steps";
+  return s;
+}
+
 }  // namespace psa_cli

@@ -35,6 +35,13 @@ const char* rearrange_name(const PresetInfo& p);  // "gilbert", "sta", ..., "non
 // gilbert  warmup 15" (columns padded so that a list of presets lines up).
 std::string describe_preset(const PresetInfo& p);
 
+// The same settings with labels, for one preset on its own ("type psa, mask mode
+// thresholdbound, mask format levels+sim, blocks 128x128 (tile 32), level ends 1:0.5 ...").
+std::string describe_preset_labelled(const PresetInfo& p);
+
+// The legend of describe_preset's columns, printed once under a list of presets.
+extern const char* const kPresetColumnsLegend;
+
 // Shortest round-trip-safe decimal for a ratio or a JSON number ("0.5", "1", "0.35").
 std::string fmt_num(double x);
 

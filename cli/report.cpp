@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <string>
 
+#include "backend_info.h"
 #include "host_tensor.h"
+#include "json.h"
 #include "run.h"
 
 namespace psa_cli {
@@ -13,9 +15,6 @@ const char* const kLevelNames[5] = {"1", "2", "4", "8", "skip"};
 const char* const kStageNames[7] = {"rearrange", "pool",    "importance", "mask",
                                     "attention", "inverse", "total"};
 
-const char* backend_name(psa_backend b) {
-  return b == PSA_BACKEND_CUDA ? "cuda" : b == PSA_BACKEND_CPU ? "cpu" : "auto";
-}
 const char* layout_name(psa_layout l) { return l == PSA_LAYOUT_BSND ? "bsnd" : "bnsd"; }
 const char* position_name(psa_text_position p) {
   return p == PSA_TEXT_FIRST ? "first" : p == PSA_TEXT_LAST ? "last" : "none";
@@ -44,6 +43,40 @@ void row(const char* label, const std::string& text) {
   std::printf("  %-10s %s\n", label, text.c_str());
 }
 
+const char* const kTensorNames[5] = {"q", "k", "v", "sparse_out", "dense_out"};
+
+std::string index_text(const RunReport::NonFinite& n) {
+  return "[" + std::to_string(n.first[0]) + ", " + std::to_string(n.first[1]) + ", " +
+         std::to_string(n.first[2]) + ", " + std::to_string(n.first[3]) + "]";
+}
+
+// "sparse out 16384 (first at [0, 0, 0, 0]), dense out 16384 (...), q 1 (...)": the tensors
+// holding NaN or inf, with the count and the first logical index [b, h, l, d].
+std::string nonfinite_text(const RunReport& r) {
+  static const char* const kNames[5] = {"q", "k", "v", "sparse out", "dense out"};
+  std::string s;
+  for (int i : {3, 4, 0, 1, 2}) {
+    const RunReport::NonFinite& n = r.nonfinite[i];
+    if (n.count == 0) continue;
+    s += (s.empty() ? "" : ", ") + std::string(kNames[i]) + " " + std::to_string(n.count) +
+         " of " + std::to_string(r.batch * (i == 1 || i == 2 ? r.heads_kv : r.heads_q) *
+                                 r.seq_len * r.head_dim) +
+         " (first at [b, h, l, d] = " + index_text(n) + ")";
+  }
+  return s;
+}
+
+std::string nonfinite_json(const RunReport::NonFinite& n) {
+  Json j;
+  j.integer("count", n.count);
+  if (n.count > 0) {
+    j.raw("first", index_text(n));
+  } else {
+    j.null("first");
+  }
+  return j.done();
+}
+
 std::string step_text(const RunReport& r) {
   std::string s = std::to_string(r.stats.step);
   if (r.step_pinned) return s + " (pinned with --step)";
@@ -67,51 +100,13 @@ std::string dense_note(const RunReport& r) {
   return "";
 }
 
-// Minimal JSON object writer: keys are plain identifiers, strings are escaped.
-class Json {
- public:
-  Json& key(const char* k) {
-    s_ += first_ ? "" : ", ";
-    first_ = false;
-    s_ += "\"" + std::string(k) + "\": ";
-    return *this;
-  }
-  Json& str(const char* k, const std::string& v) { key(k).s_ += quote(v); return *this; }
-  Json& num(const char* k, double v) { key(k).s_ += fmt_num(v); return *this; }
-  Json& integer(const char* k, int64_t v) { key(k).s_ += std::to_string(v); return *this; }
-  Json& boolean(const char* k, bool v) { key(k).s_ += v ? "true" : "false"; return *this; }
-  Json& raw(const char* k, const std::string& v) { key(k).s_ += v; return *this; }
-  Json& null(const char* k) { key(k).s_ += "null"; return *this; }
-  std::string done() const { return "{" + s_ + "}"; }
-
-  static std::string quote(const std::string& v) {
-    std::string o = "\"";
-    for (const char c : v) {
-      if (c == '"' || c == '\\') {
-        o += '\\';
-        o += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        o += buf;
-      } else {
-        o += c;
-      }
-    }
-    return o + "\"";
-  }
-
- private:
-  std::string s_;
-  bool first_ = true;
-};
-
 }  // namespace
 
 void print_report_text(const RunReport& r) {
   std::printf("psa run: %s / %s%s on %s\n", r.model.c_str(), r.preset.c_str(),
               r.preset_defaulted ? " (default preset)" : "", backend_name(r.backend));
-  row("preset", describe_preset(r.info));
+  row("backend", r.backend_reason);
+  row("preset", describe_preset_labelled(r.info));
   row("inputs", r.synthetic ? "synthetic video-like fields, seed " + std::to_string(r.seed)
                             : r.input_files);
   row("shape", "batch " + std::to_string(r.batch) + ", heads " + std::to_string(r.heads_q) +
@@ -145,6 +140,9 @@ void print_report_text(const RunReport& r) {
     }
     row("levels", lv);
   }
+  // Said once per report: what the level columns mean.
+  row("", std::string("(level 1 = full attention; 2/4/8 = keys pooled by 2/4/8; skip = block "
+                      "pair not computed)"));
   char buf[256];
   std::snprintf(buf, sizeof buf, "%.4f of the dense work (sparsity %.1f%%)", r.stats.density,
                 100.0 * (1.0 - r.stats.density));
@@ -162,13 +160,19 @@ void print_report_text(const RunReport& r) {
   std::snprintf(buf, sizeof buf, "sparse %.2f ms, dense %.2f ms (%.2fx)", r.sparse_ms, r.dense_ms,
                 r.sparse_ms > 0.0 ? r.dense_ms / r.sparse_ms : 0.0);
   row("wall", buf);
-  std::snprintf(buf, sizeof buf, "vs dense: relative L2 %.3e, cosine %.6f, max abs %.3e",
-                r.rel_l2, r.cosine, r.max_abs);
-  row("error", buf);
+  if (r.finite()) {
+    std::snprintf(buf, sizeof buf, "vs dense: relative L2 %.3e, cosine %.6f, max abs %.3e",
+                  r.rel_l2, r.cosine, r.max_abs);
+    row("error", buf);
+  } else {
+    row("error", "not defined: non-finite values (below), never a match");
+    row("nonfinite", nonfinite_text(r));
+  }
   row("workspace", bytes_text(r.workspace_bytes) + " (dense " +
                        bytes_text(r.dense_workspace_bytes) + ")");
   if (!r.saved_inputs.empty()) row("saved", r.saved_inputs);
   if (!r.out_path.empty()) row("output", r.out_path + " ('<f4', shape " + shape_text(r) + ")");
+  row("verdict", judge(r, r.max_error).line);
 }
 
 void print_report_json(const RunReport& r, const std::string& verdict) {
@@ -178,6 +182,7 @@ void print_report_json(const RunReport& r, const std::string& verdict) {
   Json j;
   j.str("model", r.model).str("preset", r.preset).boolean("preset_defaulted", r.preset_defaulted);
   j.str("type", method_name(r.info.method)).str("backend", backend_name(r.backend));
+  j.str("backend_reason", r.backend_reason);
   j.str("dtype", dtype_name(r.dtype)).str("layout", layout_name(r.layout));
   j.integer("batch", r.batch).integer("heads", r.heads_q).integer("kv_heads", r.heads_kv);
   j.integer("seq_len", r.seq_len).integer("head_dim", r.head_dim);
@@ -189,7 +194,10 @@ void print_report_json(const RunReport& r, const std::string& verdict) {
   } else {
     j.str("inputs", r.input_files);
   }
-  j.integer("step", r.stats.step).boolean("step_pinned", r.step_pinned);
+  // The command always pins the step (psa_context_set_step), as the text says: step_pinned
+  // is true; step_from says whether --step or the preset's warmup_steps chose it.
+  j.integer("step", r.stats.step).boolean("step_pinned", true);
+  j.str("step_from", r.step_pinned ? "--step" : "warmup_steps");
   j.integer("warmup_steps", r.info.warmup_steps).boolean("ran_dense", r.stats.ran_dense != 0);
   if (r.dense_reason.empty()) {
     j.null("dense_reason");
@@ -206,6 +214,19 @@ void print_report_json(const RunReport& r, const std::string& verdict) {
   }
   j.num("sparse_ms", r.sparse_ms).num("dense_ms", r.dense_ms);
   j.num("rel_l2", r.rel_l2).num("cosine", r.cosine).num("max_abs", r.max_abs);
+  Json nf;
+  for (int i = 0; i < 5; ++i) nf.raw(kTensorNames[i], nonfinite_json(r.nonfinite[i]));
+  j.raw("nonfinite", nf.done());
+  const Quality q = judge(r, r.max_error);
+  Json qj;
+  qj.str("grade", q.grade).str("line", q.line).boolean("failed", q.failed);
+  if (r.max_error >= 0.0) {
+    qj.num("max_error", r.max_error);
+  } else {
+    qj.null("max_error");
+  }
+  qj.num("close_rel_l2", kCloseRelL2).num("fair_rel_l2", kFairRelL2);
+  j.raw("quality", qj.done());
   j.integer("workspace_bytes", static_cast<int64_t>(r.workspace_bytes));
   j.integer("dense_workspace_bytes", static_cast<int64_t>(r.dense_workspace_bytes));
   if (r.out_path.empty()) {

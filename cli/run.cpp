@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "backend_info.h"
 #include "buffer.h"
 #include "cli.h"
 #include "cuda_runtime.h"
 #include "host_tensor.h"
+#include "progress.h"
 #include "run.h"
 
 namespace psa_cli {
@@ -142,7 +144,33 @@ Buffer upload(psa_backend backend, const HostTensor& t) {
   return b;
 }
 
+// Counts the non-finite values of `t` and finds the first in logical [b, h, l, d] order.
+RunReport::NonFinite count_nonfinite(const HostTensor& t) {
+  RunReport::NonFinite n;
+  for (int64_t b = 0; b < t.batch(); ++b)
+    for (int64_t h = 0; h < t.heads(); ++h)
+      for (int64_t l = 0; l < t.seq_len(); ++l)
+        for (int64_t d = 0; d < t.head_dim(); ++d) {
+          if (std::isfinite(t.values[static_cast<size_t>(t.offset(b, h, l, d))])) continue;
+          if (n.count++ == 0) {
+            n.first[0] = b;
+            n.first[1] = h;
+            n.first[2] = l;
+            n.first[3] = d;
+          }
+        }
+  return n;
+}
+
+// Sparse vs dense. With a non-finite value in either output the sums are meaningless (a NaN
+// once made them 0, a perfect match): they are left at NaN and the counts tell why.
 void compare(const HostTensor& sparse, const HostTensor& dense, RunReport& r) {
+  r.nonfinite[3] = count_nonfinite(sparse);
+  r.nonfinite[4] = count_nonfinite(dense);
+  if (r.nonfinite[3].count != 0 || r.nonfinite[4].count != 0) {
+    r.rel_l2 = r.cosine = r.max_abs = NAN;
+    return;
+  }
   double diff2 = 0.0, dense2 = 0.0, sparse2 = 0.0, dot = 0.0, max_abs = 0.0;
   for (size_t i = 0; i < sparse.values.size(); ++i) {
     const double s = sparse.values[i], d = dense.values[i];
@@ -155,6 +183,52 @@ void compare(const HostTensor& sparse, const HostTensor& dense, RunReport& r) {
   r.rel_l2 = dense2 > 0.0 ? std::sqrt(diff2 / dense2) : (diff2 > 0.0 ? INFINITY : 0.0);
   r.cosine = sparse2 > 0.0 && dense2 > 0.0 ? dot / std::sqrt(sparse2 * dense2) : 0.0;
   r.max_abs = max_abs;
+}
+
+// Progress estimates of the two forwards on the CPU: one small dense forward (1 head, 256
+// tokens, the run's dtype and head dim) gives the time per query-key pair; the sparse forward
+// is charged its expected density (from the preset's level ends) plus 10% for pooling and
+// importance, or all of it when it runs dense. Any failure leaves the estimates unknown.
+void estimate_forwards(const RunOptions& o, const PresetInfo& info, const Inputs& in,
+                       psa_backend backend, Progress& progress) {
+  if (backend != PSA_BACKEND_CPU) return;
+  constexpr int64_t kL = 256;
+  psa_config* raw = nullptr;
+  if (psa_config_create(&raw) != PSA_OK) return;
+  ConfigPtr cfg(raw);
+  if (psa_config_set_int(raw, PSA_PARAM_METHOD, PSA_METHOD_DENSE) != PSA_OK ||
+      psa_config_set_int(raw, PSA_PARAM_USE_REARRANGE, 0) != PSA_OK) {
+    return;
+  }
+  psa_context* craw = nullptr;
+  if (psa_context_create(raw, PSA_BACKEND_CPU, -1, &craw) != PSA_OK) return;
+  ContextPtr ctx(craw);
+  const psa_dtype dt = in.q.desc.dtype;
+  psa_tensor_desc d{};
+  if (psa_tensor_desc_init(&d, PSA_LAYOUT_BNSD, dt, 1, 1, kL, in.q.head_dim()) != PSA_OK) return;
+  uint64_t ws_bytes = 0;
+  if (psa_workspace_size(ctx.get(), &d, &d, &d, &d, &ws_bytes) != PSA_OK) return;
+  const size_t bytes = static_cast<size_t>(kL * in.q.head_dim() * psa_dtype_size(dt));
+  std::vector<uint8_t> q(bytes, 0), k(bytes, 0), v(bytes, 0), out(bytes, 0), ws(ws_bytes + 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (psa_attention_forward(ctx.get(), &d, q.data(), &d, k.data(), &d, v.data(), &d, out.data(),
+                            nullptr, ws.data(), ws_bytes, nullptr) != PSA_OK) {
+    return;
+  }
+  const double per_pair =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / (kL * kL);
+  const double dense_s = per_pair * static_cast<double>(in.q.batch() * in.q.heads()) *
+                         static_cast<double>(in.q.seq_len()) * static_cast<double>(in.k.seq_len());
+  const int64_t step = o.step_given ? o.step : info.warmup_steps;
+  double density = 1.0;
+  if (info.method == PSA_METHOD_PSA && step >= info.warmup_steps) {
+    const double* e = info.ratio_end;  // levels 1, 2, 4, 8
+    density = e[0] + (e[1] - e[0]) / 2 + (e[2] - e[1]) / 4 + (e[3] - e[2]) / 8 + 0.1;
+  } else if (info.method != PSA_METHOD_DENSE && step >= info.warmup_steps) {
+    density = 1.0 - info.sparsity + 0.1;
+  }
+  progress.estimate("sparse forward", dense_s * std::min(1.0, density));
+  progress.estimate("dense forward", dense_s);
 }
 
 }  // namespace
@@ -171,6 +245,8 @@ RunReport execute_run(const RunOptions& o) {
 
   ContextPtr ctx = make_context(cfg.get(), o.backend);
   r.backend = psa_context_backend(ctx.get());
+  r.backend_reason = backend_reason(o.backend, r.backend);
+  r.max_error = o.max_error;
   ContextPtr dense = make_context(dense_cfg.get(), r.backend);
   r.grid = apply_grid(o, r.info, ctx.get());
   apply_grid(o, r.info, dense.get());
@@ -186,7 +262,12 @@ RunReport execute_run(const RunOptions& o) {
                            &r.workspace_bytes));
   check(psa_workspace_size(dense.get(), &in.q.desc, &in.k.desc, &in.v.desc, &out.desc,
                            &r.dense_workspace_bytes));
+  Progress progress(Progress::wanted(o.quiet), "psa run");
+  progress.plan({{"inputs", 0.0}, {"sparse forward", 0.0}, {"dense forward", 0.0}});
+  progress.stage("inputs");
   if (r.synthetic) fill_synthetic(in.q, in.k, in.v, r.grid, o.seed);
+  for (int i = 0; i < 3; ++i) r.nonfinite[i] = count_nonfinite(i == 0 ? in.q : i == 1 ? in.k : in.v);
+  if (progress.enabled()) estimate_forwards(o, r.info, in, r.backend, progress);
   if (!o.save_inputs.empty()) {
     const char* names[3] = {"q.npy", "k.npy", "v.npy"};
     const HostTensor* ts[3] = {&in.q, &in.k, &in.v};
@@ -206,6 +287,7 @@ RunReport execute_run(const RunOptions& o) {
   const Buffer qb = upload(r.backend, in.q), kb = upload(r.backend, in.k),
                vb = upload(r.backend, in.v);
   const Buffer ws(r.backend, std::max(r.workspace_bytes, r.dense_workspace_bytes));
+  progress.stage("sparse forward");
   r.sparse_ms = timed_forward(ctx.get(), r.backend, in, qb, kb, vb, ws, out);
   r.stats.struct_size = sizeof(psa_stats);
   check(psa_context_get_stats(ctx.get(), &r.stats));
@@ -215,7 +297,9 @@ RunReport execute_run(const RunOptions& o) {
                                                           : "other";
   }
   if (!o.mask.png.empty()) write_mask_picture(ctx.get(), o.mask);
+  progress.stage("dense forward");
   r.dense_ms = timed_forward(dense.get(), r.backend, in, qb, kb, vb, ws, dense_out);
+  progress.finish();
   compare(out, dense_out, r);
 
   if (!o.out_path.empty()) {
@@ -225,16 +309,49 @@ RunReport execute_run(const RunOptions& o) {
   return r;
 }
 
+Quality judge(const RunReport& r, double max_error) {
+  Quality q;
+  const std::string limit = max_error >= 0.0 ? " (--max-error " + fmt_num(max_error) + ")" : "";
+  if (!r.finite()) {
+    q.grade = "non-finite";
+    q.failed = true;
+    q.line = "FAILED: an output or input holds NaN or inf, so the error against dense is not "
+             "defined (see the nonfinite line)";
+    return q;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3e", r.rel_l2);
+  if (r.rel_l2 <= kCloseRelL2) {
+    q.grade = "close";
+    q.line = std::string("close to dense attention: relative L2 ") + buf + " <= " +
+             fmt_num(kCloseRelL2);
+  } else if (r.rel_l2 <= kFairRelL2) {
+    q.grade = "fair";
+    q.line = std::string("fair: relative L2 ") + buf + " is above " + fmt_num(kCloseRelL2) +
+             " (close) but <= " + fmt_num(kFairRelL2) + "; check the result on real inputs";
+  } else {
+    q.grade = "poor";
+    q.line = std::string("POOR: relative L2 ") + buf + " > " + fmt_num(kFairRelL2) +
+             "; the sparse output is far from dense attention (try a denser preset)";
+  }
+  if (max_error >= 0.0) {
+    q.failed = r.rel_l2 > max_error;
+    q.line += q.failed ? "; exceeds" + limit + ", exit status 3" : "; within" + limit;
+  }
+  return q;
+}
+
 int cmd_run(int argc, const char* const* argv) {
   RunOptions o;
   if (!parse_run_options(argc, argv, /*demo=*/false, o)) return 0;
   const RunReport r = execute_run(o);
+  const Quality q = judge(r, o.max_error);
   if (o.json) {
     print_report_json(r, "");
   } else {
     print_report_text(r);
   }
-  return 0;
+  return q.failed ? kExitQuality : 0;
 }
 
 int cmd_demo(int argc, const char* const* argv) {

@@ -22,7 +22,7 @@ cxxopts::Options make_options(bool demo) {
   cxxopts::Options o(demo ? "psa demo" : "psa run",
                      demo ? "Run PSA once on a small built-in example and compare it with dense "
                             "attention (Wan2.1_1.3b / psa_balanced, grid 5x16x24, 2 heads, head "
-                            "dim 64, CPU). Every `psa run` option may override the example."
+                            "dim 64; CUDA when available). Every `psa run` option may override the example."
                           : "Run one PSA forward on video-like synthetic inputs (or .npy files) "
                             "and compare it with dense attention on the same inputs.");
   o.custom_help(demo ? "[OPTION...]"
@@ -48,7 +48,8 @@ cxxopts::Options make_options(bool demo) {
       ("dtype", "bf16, f16 or f32 (default: the --q/--k/--v files' dtype; else f32 on cpu, "
                 "bf16 on cuda)",
        cxxopts::value<std::string>(), "T")
-      ("backend", "cpu, cuda or auto", cxxopts::value<std::string>()->default_value("cpu"), "B")
+      ("backend", "auto (CUDA when built in and a device is usable, else CPU), cpu or cuda",
+       cxxopts::value<std::string>()->default_value("auto"), "B")
       ("seed", "seed of the synthetic inputs", cxxopts::value<uint64_t>()->default_value("0"), "S")
       ("text-length", "text tokens (default: the preset's text_length)",
        cxxopts::value<int64_t>(), "N")
@@ -68,6 +69,10 @@ cxxopts::Options make_options(bool demo) {
       ("mask-png", "write a PNG of the sparse forward's level map (every head's query x key "
                    "blocks; `psa mask` draws other views)", cxxopts::value<std::string>(), "FILE")
       ("json", "print the report as one JSON object")
+      ("quiet", "no progress line on stderr (shown only when stderr is a terminal and the run "
+                "takes more than about a second)")
+      ("max-error", "exit with status 3 when the relative L2 error against dense exceeds E (or an "
+                    "output is not finite)", cxxopts::value<double>(), "E")
       ("h,help", "print this help");
   return o;
 }
@@ -184,6 +189,11 @@ bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions&
   p.step_given = r.count("step") != 0;
   if (p.step_given) p.step = i64("step");
   p.json = r.count("json") != 0;
+  p.quiet = r.count("quiet") != 0;
+  if (r.count("max-error")) {
+    p.max_error = option_value<double>(o, r, "max-error");
+    if (!(p.max_error >= 0.0)) usage("--max-error must be a number >= 0");
+  }
   if (r.count("mask-png")) p.mask.png = str("mask-png");
 
   if (demo) {

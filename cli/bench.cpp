@@ -1,0 +1,285 @@
+// cli/bench.cpp -- `psa bench`: whole-forward times of our dense attention (the model's
+// `baseline` preset) and of every shipped PSA preset of the model, on the standard shapes of
+// BENCHMARKS.md (bf16, batch 1, BSND, synthetic video-like inputs), through psa.h only.
+// Wall time of synchronised forwards (the median of the reps); for per-stage times and topk
+// sweeps use benchmarks/psa_bench. Needs the CUDA backend and a device: otherwise one line on
+// stderr and exit 2.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend_info.h"
+#include "buffer.h"
+#include "cli.h"
+#include "cuda_runtime.h"
+#include "host_tensor.h"
+#include "json.h"
+#include "options.h"
+#include "preset_info.h"
+#include "progress.h"
+#include "synthetic.h"
+
+namespace psa_cli {
+namespace {
+
+struct BenchShape {
+  const char* key;
+  const char* label;
+  const char* model;  // embedded catalog model
+  int64_t heads, head_dim, t, h, w, text;
+  psa_text_position position;
+};
+
+// BENCHMARKS.md, "Shapes" (the same table as benchmarks/psa_bench.cu).
+const BenchShape kShapes[] = {
+    {"cogvideox", "CogVideoX-5B", "CogVideo_5b", 48, 64, 13, 30, 45, 226, PSA_TEXT_FIRST},
+    {"wan13", "Wan2.1-1.3B 480p", "Wan2.1_1.3b", 12, 128, 21, 30, 52, 0, PSA_TEXT_NONE},
+    {"wan14", "Wan2.1-14B 720p", "Wan2.1_14b", 40, 128, 21, 45, 80, 0, PSA_TEXT_NONE},
+};
+
+struct CatalogDeleter {
+  void operator()(psa_catalog* c) const { psa_catalog_destroy(c); }
+};
+struct ConfigDeleter {
+  void operator()(psa_config* c) const { psa_config_destroy(c); }
+};
+struct ContextDeleter {
+  void operator()(psa_context* c) const { psa_context_destroy(c); }
+};
+
+struct Row {
+  std::string shape, config;  // config: "dense" or "preset:<name>"
+  double ms = 0.0, density = 1.0, rel_l2 = 0.0, tflops = 0.0, speedup = 1.0;
+  int reps = 0;
+};
+
+struct BenchOptions {
+  std::vector<std::string> shapes;
+  int warmup = 2, max_reps = 20;
+  double min_ms = 300.0;
+  bool json = false, quiet = false;
+};
+
+// Times one config: warm-ups, then synchronised forwards until min_ms or max_reps; the
+// median. Leaves the last output in `out_host` (bf16 values as float).
+Row time_config(const BenchShape& s, const std::string& name, psa_config* cfg,
+                const BenchOptions& o, const psa_tensor_desc& desc, const Buffer& q,
+                const Buffer& k, const Buffer& v, std::vector<float>& out_host) {
+  psa_context* raw = nullptr;
+  check(psa_context_create(cfg, PSA_BACKEND_CUDA, -1, &raw));
+  std::unique_ptr<psa_context, ContextDeleter> ctx(raw);
+  check(psa_context_set_video_grid(ctx.get(), s.t, s.h, s.w, s.text, s.position));
+  int64_t warmup_steps = 0;
+  check(psa_config_get_int(cfg, PSA_PARAM_WARMUP_STEPS, &warmup_steps));
+  check(psa_context_set_step(ctx.get(), warmup_steps));  // the first sparse step
+  uint64_t ws_bytes = 0;
+  check(psa_workspace_size(ctx.get(), &desc, &desc, &desc, &desc, &ws_bytes));
+  const Buffer ws(PSA_BACKEND_CUDA, ws_bytes);
+  const Buffer out(PSA_BACKEND_CUDA, q.size());
+  CudaRuntime& rt = CudaRuntime::get();
+  auto once = [&] {
+    check(psa_attention_forward(ctx.get(), &desc, q.data(), &desc, k.data(), &desc, v.data(),
+                                &desc, out.data(), nullptr, ws.data(), ws_bytes, nullptr));
+    rt.synchronize();
+  };
+  for (int i = 0; i < o.warmup; ++i) once();
+  std::vector<double> ms;
+  double total = 0.0;
+  while (static_cast<int>(ms.size()) < o.max_reps && (ms.size() < 3 || total < o.min_ms)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    once();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    total += ms.back();
+  }
+  std::sort(ms.begin(), ms.end());
+  Row r;
+  r.shape = s.key;
+  r.config = name;
+  r.ms = ms[ms.size() / 2];
+  r.reps = static_cast<int>(ms.size());
+  psa_stats st{};
+  st.struct_size = sizeof st;
+  check(psa_context_get_stats(ctx.get(), &st));
+  r.density = st.density;
+  const double L = static_cast<double>(desc.shape[2]);
+  r.tflops = 4.0 * s.heads * L * L * s.head_dim * r.density / (r.ms * 1e-3) / 1e12;
+  std::vector<uint8_t> bytes(out.size());
+  out.download(bytes.data(), bytes.size());
+  out_host = decode(bytes.data(), bytes.size() / 2, PSA_DTYPE_BF16);
+  return r;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+  double d2 = 0.0, r2 = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - ref[i];
+    d2 += d * d;
+    r2 += static_cast<double>(ref[i]) * ref[i];
+  }
+  return r2 > 0.0 ? std::sqrt(d2 / r2) : (d2 > 0.0 ? INFINITY : 0.0);
+}
+
+std::vector<Row> bench_shape(const BenchShape& s, const BenchOptions& o, Progress& progress) {
+  progress.stage(std::string(s.key) + ": inputs");
+  const VideoGrid g{s.t, s.h, s.w, s.text, s.position};
+  HostTensor q = make_tensor(PSA_LAYOUT_BSND, PSA_DTYPE_BF16, 1, s.heads, g.tokens(), s.head_dim);
+  HostTensor k = q, v = q;
+  fill_synthetic(q, k, v, g, /*seed=*/0);
+  auto upload = [](const HostTensor& t) {
+    const std::vector<uint8_t> bytes = encode(t.values, t.desc.dtype);
+    Buffer b(PSA_BACKEND_CUDA, bytes.size());
+    b.upload(bytes.data(), bytes.size());
+    return b;
+  };
+  const Buffer qb = upload(q), kb = upload(k), vb = upload(v);
+  const psa_tensor_desc desc = q.desc;
+
+  psa_catalog* raw = nullptr;
+  check(psa_catalog_open(nullptr, &raw));
+  std::unique_ptr<psa_catalog, CatalogDeleter> cat(raw);
+  std::vector<std::pair<std::string, std::unique_ptr<psa_config, ConfigDeleter>>> configs;
+  for (int32_t i = 0; i < psa_catalog_preset_count(cat.get(), s.model); ++i) {
+    const char* preset = psa_catalog_preset_name(cat.get(), s.model, i);
+    psa_config* c = nullptr;
+    check(psa_catalog_get_config(cat.get(), s.model, preset, &c));
+    std::unique_ptr<psa_config, ConfigDeleter> cfg(c);
+    const PresetInfo info = read_preset_info(c);
+    if (std::string(preset) == "baseline") {
+      configs.insert(configs.begin(), {"dense", std::move(cfg)});
+    } else if (info.method == PSA_METHOD_PSA) {
+      configs.push_back({std::string("preset:") + preset, std::move(cfg)});
+    }
+  }
+  if (configs.empty() || configs.front().first != "dense") {
+    throw Failure(std::string(s.model) + " has no `baseline` preset in the embedded catalog");
+  }
+
+  std::vector<Row> rows;
+  std::vector<float> dense_out, out;
+  for (auto& [name, cfg] : configs) {
+    progress.stage(std::string(s.key) + ": " + name);
+    Row r = time_config(s, name, cfg.get(), o, desc, qb, kb, vb, name == "dense" ? dense_out : out);
+    r.rel_l2 = name == "dense" ? 0.0 : rel_l2(out, dense_out);
+    r.speedup = rows.empty() ? 1.0 : rows.front().ms / r.ms;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+const BenchShape* find_shape(const std::string& key) {
+  for (const BenchShape& s : kShapes)
+    if (key == s.key) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, const char* const* argv) {
+  cxxopts::Options opts(
+      "psa bench",
+      "Time our dense attention (the model's baseline preset) and every shipped PSA preset of the "
+      "model on the standard shapes of BENCHMARKS.md: CogVideoX-5B (48 heads, d64, 13x30x45 + "
+      "226 text), Wan2.1-1.3B 480p (12 heads, d128, 21x30x52), Wan2.1-14B 720p (40 heads, d128, "
+      "21x45x80); bf16, batch 1, BSND, synthetic video-like inputs, step = warmup_steps. Median "
+      "wall time of synchronised forwards. Needs a CUDA device (exit 2 without one).");
+  opts.add_options()
+      ("shapes", "comma-separated subset of cogvideox, wan13, wan14",
+       cxxopts::value<std::string>()->default_value("cogvideox,wan13,wan14"), "S")
+      ("warmup", "untimed forwards per config", cxxopts::value<int>()->default_value("2"), "N")
+      ("max-reps", "at most N timed forwards per config", cxxopts::value<int>()->default_value("20"), "N")
+      ("min-ms", "time at least this long per config (at least 3 forwards)",
+       cxxopts::value<double>()->default_value("300"), "MS")
+      ("json", "print one JSON object (gpu, shapes, one row per shape and config)")
+      ("quiet", "no progress line on stderr")
+      ("h,help", "print this help");
+  cxxopts::ParseResult r;
+  if (!parse_options(opts, argc, argv, r)) return 0;
+  BenchOptions o;
+  const std::string shapes = option_value<std::string>(opts, r, "shapes");
+  for (size_t p = 0; p <= shapes.size();) {
+    const size_t c = shapes.find(',', p);
+    const std::string key = shapes.substr(p, c == std::string::npos ? std::string::npos : c - p);
+    if (find_shape(key) == nullptr) {
+      throw UsageError("--shapes: unknown shape '" + key + "'; allowed: cogvideox, wan13, wan14",
+                       opts.help());
+    }
+    o.shapes.push_back(key);
+    if (c == std::string::npos) break;
+    p = c + 1;
+  }
+  o.warmup = option_value<int>(opts, r, "warmup");
+  o.max_reps = option_value<int>(opts, r, "max-reps");
+  o.min_ms = option_value<double>(opts, r, "min-ms");
+  if (o.warmup < 0 || o.max_reps < 1) throw UsageError("--warmup >= 0 and --max-reps >= 1", opts.help());
+  o.json = r.count("json") != 0;
+  o.quiet = r.count("quiet") != 0;
+
+  // No device: one line and exit 2, before any allocation.
+  std::string detail;
+  const std::string cuda = cuda_availability(&detail);
+  std::string gpu;
+  if (cuda == "available") {
+    try {
+      gpu = CudaRuntime::get().device_name();
+    } catch (const Failure& e) {
+      std::fprintf(stderr, "psa bench: %s\n", e.what());
+      return 2;
+    }
+  } else {
+    std::fprintf(stderr, "psa bench: needs a CUDA device: %s\n",
+                 cuda == "not built in" ? "this libpsa was built without the CUDA backend"
+                 : cuda == "built in, no usable device" ? ("no usable device (" + detail + ")").c_str()
+                                                        : ("cuda " + cuda).c_str());
+    return 2;
+  }
+
+  Progress progress(Progress::wanted(o.quiet), "psa bench");
+  std::vector<Row> rows;
+  for (const std::string& key : o.shapes) {
+    const std::vector<Row> part = bench_shape(*find_shape(key), o, progress);
+    rows.insert(rows.end(), part.begin(), part.end());
+  }
+  progress.finish();
+
+  if (o.json) {
+    std::vector<std::string> items;
+    for (const Row& x : rows) {
+      Json j;
+      j.str("shape", x.shape).str("config", x.config).num("ms", x.ms).num("density", x.density);
+      j.num("tflops", x.tflops).num("speedup_vs_dense", x.speedup).num("rel_l2_vs_dense", x.rel_l2);
+      j.integer("reps", x.reps);
+      items.push_back(j.done());
+    }
+    std::vector<std::string> shape_items;
+    for (const std::string& key : o.shapes) {
+      const BenchShape& s = *find_shape(key);
+      Json j;
+      j.str("key", s.key).str("label", s.label).str("model", s.model).integer("heads", s.heads);
+      j.integer("head_dim", s.head_dim);
+      j.raw("grid", "[" + std::to_string(s.t) + ", " + std::to_string(s.h) + ", " +
+                        std::to_string(s.w) + "]");
+      j.integer("text_length", s.text).integer("seq_len", s.t * s.h * s.w + s.text);
+      shape_items.push_back(j.done());
+    }
+    Json top;
+    top.str("gpu", gpu).str("backend", "cuda").str("dtype", "bf16").str("layout", "bsnd");
+    top.integer("batch", 1).str("timing", "median wall time of synchronised forwards");
+    top.raw("shapes", Json::array(shape_items)).raw("results", Json::array(items));
+    std::printf("%s\n", top.done().c_str());
+    return 0;
+  }
+  std::printf("psa bench: %s, bf16, batch 1, BSND, median of synchronised forwards\n\n", gpu.c_str());
+  std::printf("%-10s %-24s %8s %10s %9s %9s %12s\n", "shape", "config", "density", "ms",
+              "TFLOP/s", "vs dense", "err vs dense");
+  for (const Row& x : rows) {
+    std::printf("%-10s %-24s %8.3f %10.3f %9.0f %8.2fx %12.2e\n", x.shape.c_str(), x.config.c_str(),
+                x.density, x.ms, x.tflops, x.speedup, x.rel_l2);
+  }
+  return 0;
+}
+
+}  // namespace psa_cli
