@@ -96,6 +96,7 @@ static void psa_py_raise(psa_status status) {
 %apply int32_t *OUTPUT { int32_t *dense };
 %apply double *OUTPUT { double *value, double *lower, double *upper };
 %apply uint64_t *OUTPUT { uint64_t *bytes };
+%apply int64_t *OUTPUT { int64_t *text_begin, int64_t *text_end };
 
 #if defined(SWIGPYTHON)
 %define PSA_PY_OUT_ENUM(TYPE, NAME)
@@ -129,8 +130,10 @@ PSA_PY_HANDLE(psa_catalog, psa_catalog_s, psa_catalog_destroy)
 %ignore psa_context_destroy;
 %ignore psa_catalog_destroy;
 
-/* Data pointers and the stream are plain integers (addresses) or None. */
-%typemap(in) const void *, void *, float *lse {
+/* Data pointers and the stream are plain integers (addresses) or None; so are the
+ * sequence order buffer and the pointer arrays of psa_merge_attention. */
+%typemap(in) const void *, void *, float *lse, int64_t *order, const void *const *outs,
+             const float *const *lses {
   if ($input == Py_None) {
     $1 = NULL;
   } else {
@@ -170,7 +173,8 @@ PyObject* psa_py_dlpack_info(PyObject* capsule);
 /* Opaque objects, data pointers and the stream are IntPtr; the C# layer owns handles
  * through SafeHandle (csharp/Handles.cs). */
 %apply void *VOID_INT_PTR {
-  void *, const void *, float *lse,
+  void *, const void *, float *lse, int64_t *order, const void *const *outs,
+  const float *const *lses,
   psa_config *, const psa_config *, psa_context *, const psa_context *,
   psa_catalog *, const psa_catalog *
 };

@@ -263,7 +263,14 @@ typedef enum psa_param {
   PSA_PARAM_CDF_THRESHOLD = 35,      /* ada_bsa mass to keep, (0,1]       [cdf_threshold]    */
   PSA_PARAM_KEEP_SINK = 36,          /* ada_bsa 0/1                       [keep_sink]        */
   PSA_PARAM_KEEP_RECENT = 37,        /* ada_bsa 0/1                       [keep_recent]      */
-  PSA_PARAM_COUNT_ = 38              /* number of ids; not a parameter                      */
+  /* Shards (sequence / CFG parallelism): index, in the whole tensor, of the first query head
+   * and of the first batch item that a forward's q holds. The importance sampler is seeded
+   * per (seed, batch item, query head) with these global indices, so a forward on heads
+   * [h0, h0 + H) with head_offset = h0 (or on batch items [b0, ...) with batch_offset = b0)
+   * gives exactly the rows of the whole-tensor forward. Nothing else depends on them. */
+  PSA_PARAM_HEAD_OFFSET = 38,        /* first query head, >= 0 (0)               [-]         */
+  PSA_PARAM_BATCH_OFFSET = 39,       /* first batch item, >= 0 (0)               [-]         */
+  PSA_PARAM_COUNT_ = 40              /* number of ids; not a parameter                      */
 } psa_param;
 
 typedef enum psa_param_type {
@@ -560,6 +567,61 @@ PSA_API psa_status psa_sparse_attention(const void* q, const void* k, const void
  * Returns PSA_OK, or PSA_ERR_CUDA when waiting for a context's work failed (the memory is
  * released anyway). Safe to call from any thread at any time outside stream capture. */
 PSA_API psa_status psa_sparse_attention_clear_cache(void);
+
+/* =====================================================================================
+ * Sequence parallelism: building blocks for engines that spread one attention over
+ * several devices. Ulysses (heads split across ranks) needs PSA_PARAM_HEAD_OFFSET so that a
+ * rank's heads draw the whole tensor's importance samples; CFG / batch parallelism needs
+ * PSA_PARAM_BATCH_OFFSET. Ring attention (sequence shards) needs the token order the
+ * context computes in (psa_context_sequence_order) and the merge of partial results
+ * through their log-sum-exp (psa_merge_attention).
+ * ===================================================================================== */
+
+/* The order in which the context computes a sequence of `seq_len` tokens under its video
+ * grid and config: order[i] = index, in the caller's sequence, of the token at position i
+ * (the Gilbert curve or STA tile order of the video tokens, text moved as the
+ * rearrangement moves it; the identity when the config rearranges nothing or no grid is
+ * set). Sequence-parallel engines permute q, k, v once by `order` at the model entry
+ * (x_r[i] = x[order[i]]), shard the permuted sequence, and run their contexts with
+ * use_rearrange = 0 and the same grid with the text at text_begin; the output comes back in
+ * the permuted order (out[order[i]] = out_r[i] restores the caller's order). A forward
+ * computes the same numbers either way.
+ * [in] seq_len: t*h*w + text_length of the grid set on the context (any value >= 1 when no
+ *      grid is set: identity, no text).
+ * [out,opt] order: seq_len int64 entries, a permutation of 0..seq_len-1; NULL to skip.
+ * [out,opt] text_begin, text_end: the text span [text_begin, text_end) in that order
+ *      (0, 0 without text). Host memory.
+ * Errors: PSA_ERR_INVALID_SHAPE when seq_len does not match the grid (the message names
+ * both), PSA_ERR_UNSUPPORTED for rearrangements that are not implemented. */
+PSA_API psa_status psa_context_sequence_order(psa_context* context, int64_t seq_len,
+                                              int64_t* order, int64_t* text_begin,
+                                              int64_t* text_end);
+
+/* Merges `count` partial attention results of the same queries over disjoint key sets
+ * (ring attention: one part per key shard) with their fp32 log-sum-exps, FlashAttention
+ * convention: lse = log(sum_i exp(lse_i)) and out = sum_i exp(lse_i - lse) * out_i, row by
+ * row, computed in fp32 (parts whose lse is -inf contribute nothing; a row where every
+ * part is -inf gives out = 0 and lse = -inf).
+ * [in] desc: shape [B, H, L, D], strides and dtype (f32, f16 or bf16) of every part and of
+ *      `out` (one descriptor for all; strides[3] == 1).
+ * [in] outs: `count` pointers to the parts; lses: `count` pointers to fp32 [B, H, L]
+ *      contiguous log-sum-exps (as psa_attention_forward writes them).
+ * [out] out: the merged result (desc). May be one of outs (in place).
+ * [out,opt] lse: fp32 [B, H, L] contiguous merged log-sum-exp; NULL to skip. May be one of
+ *      lses (in place).
+ * [in] count: 1..64.
+ * [in] backend: PSA_BACKEND_CPU (host pointers), PSA_BACKEND_CUDA (device pointers on the
+ *      current device), or PSA_BACKEND_AUTO (CUDA when out is device or managed memory).
+ *      PSA_ERR_WRONG_MEMORY_SPACE when out is in the other memory space;
+ *      PSA_ERR_BACKEND_UNAVAILABLE for CUDA in a build without it.
+ * [in,opt] stream: cudaStream_t for CUDA (NULL = legacy default stream): one kernel
+ *      enqueued on it, no allocation, no synchronisation, capturable in a CUDA graph. The
+ *      CPU backend ignores it and runs synchronously.
+ * Alignment: parts and out aligned to their element size, lses and lse to 4 bytes. */
+PSA_API psa_status psa_merge_attention(int32_t count, const psa_tensor_desc* desc,
+                                       const void* const* outs, const float* const* lses,
+                                       void* out, float* lse, psa_backend backend,
+                                       void* stream);
 
 /* =====================================================================================
  * Diagnostics

@@ -18,7 +18,8 @@ namespace {
 
 constexpr int kMaxSampleBlock = 128;
 
-__global__ void sample_offsets_kernel(uint64_t seed, int64_t heads_q, int32_t block_m,
+__global__ void sample_offsets_kernel(uint64_t seed, int64_t heads_q, int64_t batch_offset,
+                                      int64_t head_offset, int32_t block_m,
                                       int32_t q_count, int32_t block_n, int32_t k_count,
                                       int32_t* __restrict__ q_off, int32_t* __restrict__ k_off,
                                       int64_t total) {
@@ -28,11 +29,11 @@ __global__ void sample_offsets_kernel(uint64_t seed, int64_t heads_q, int32_t bl
   const uint32_t stream = static_cast<uint32_t>(idx % 2);
   int32_t scratch[kMaxSampleBlock];
   if (stream == kSampleQuery)
-    sample_offsets(seed, bh / heads_q, bh % heads_q, kSampleQuery, block_m, q_count, scratch,
-                   q_off + bh * q_count);
+    sample_offsets(seed, batch_offset + bh / heads_q, head_offset + bh % heads_q, kSampleQuery,
+                   block_m, q_count, scratch, q_off + bh * q_count);
   else
-    sample_offsets(seed, bh / heads_q, bh % heads_q, kSampleKey, block_n, k_count, scratch,
-                   k_off + bh * k_count);
+    sample_offsets(seed, batch_offset + bh / heads_q, head_offset + bh % heads_q, kSampleKey,
+                   block_n, k_count, scratch, k_off + bh * k_count);
 }
 
 constexpr int kThreads = 256;  // 8 warps
@@ -268,7 +269,7 @@ psa_status sample_offsets_cuda(const OffsetArgs& a, cudaStream_t stream) {
   if (total == 0) return PSA_OK;
   const int threads = 64;
   sample_offsets_kernel<<<static_cast<unsigned>(ceil_div(total, threads)), threads, 0, stream>>>(
-      a.seed, a.heads_q, a.block_m, a.q_count, a.block_n, a.k_count, a.q_off, a.k_off, total);
+      a.seed, a.heads_q, a.batch_offset, a.head_offset, a.block_m, a.q_count, a.block_n, a.k_count, a.q_off, a.k_off, total);
   return launch_status("sample_offsets_kernel");
 }
 

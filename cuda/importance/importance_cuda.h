@@ -11,11 +11,13 @@
 namespace psa {
 namespace gpu {
 
-// Offsets of every (b, h): q_off [B*Hq, q_count] from (seed, b, h, kSampleQuery, block_m),
-// k_off [B*Hq, k_count] from (seed, b, h, kSampleKey, block_n). Blocks <= 128.
+// Offsets of every (b, h): q_off [B*Hq, q_count] from (seed, b0 + b, h0 + h, kSampleQuery,
+// block_m), k_off [B*Hq, k_count] from (seed, b0 + b, h0 + h, kSampleKey, block_n), with
+// (b0, h0) = (batch_offset, head_offset). Blocks <= 128.
 struct OffsetArgs {
   uint64_t seed = 0;
   int64_t batch = 0, heads_q = 0;
+  int64_t batch_offset = 0, head_offset = 0;  // global index of (b, h) = (0, 0) (shards)
   int32_t block_m = 0, q_count = 0, block_n = 0, k_count = 0;
   int32_t* q_off = nullptr;
   int32_t* k_off = nullptr;

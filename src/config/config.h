@@ -52,6 +52,9 @@ struct Config {
   // Importance sampling.
   int64_t sample_divisor = 4;
   int64_t seed = 0;
+  // Shards: global index of q's first head and first batch item (sampler seeding only).
+  int64_t head_offset = 0;
+  int64_t batch_offset = 0;
 
   // Attention.
   bool causal = false;

@@ -113,7 +113,9 @@ constexpr int count_of(const T (&)[N]) { return N; }
   X(PSA_PARAM_SPARSITY, "sparsity", PSA_REAL_OPEN_HI(0.0, 1.0), sparsity)                          \
   X(PSA_PARAM_CDF_THRESHOLD, "cdf_threshold", PSA_REAL_OPEN_LO(0.0, 1.0), cdf_threshold)           \
   X(PSA_PARAM_KEEP_SINK, "keep_sink", PSA_BOOL, keep_sink)                                         \
-  X(PSA_PARAM_KEEP_RECENT, "keep_recent", PSA_BOOL, keep_recent)
+  X(PSA_PARAM_KEEP_RECENT, "keep_recent", PSA_BOOL, keep_recent)                                  \
+  X(PSA_PARAM_HEAD_OFFSET, "head_offset", PSA_INT_RANGE(0, kI32Max), head_offset)                  \
+  X(PSA_PARAM_BATCH_OFFSET, "batch_offset", PSA_INT_RANGE(0, kI32Max), batch_offset)
 
 // Row of `id`, or nullptr when `id` is not a parameter.
 const ParamInfo* param_info(psa_param id);

@@ -245,10 +245,12 @@ class CpuBackend final : public Backend {
               std::memcpy(s.q_off, a.q_offsets + bh * plan.q_samples, sizeof(int32_t) * plan.q_samples);
               std::memcpy(s.k_off, a.k_offsets + bh * plan.k_samples, sizeof(int32_t) * plan.k_samples);
             } else {
-              sample_offsets(static_cast<uint64_t>(cfg.seed), b, h, kSampleQuery,
+              sample_offsets(static_cast<uint64_t>(cfg.seed), b + cfg.batch_offset, h + cfg.head_offset,
+                             kSampleQuery,
                              static_cast<int32_t>(plan.block_m), static_cast<int32_t>(plan.q_samples),
                              s.shuffle, s.q_off);
-              sample_offsets(static_cast<uint64_t>(cfg.seed), b, h, kSampleKey,
+              sample_offsets(static_cast<uint64_t>(cfg.seed), b + cfg.batch_offset, h + cfg.head_offset,
+                             kSampleKey,
                              static_cast<int32_t>(plan.block_n), static_cast<int32_t>(plan.k_samples),
                              s.shuffle, s.k_off);
             }

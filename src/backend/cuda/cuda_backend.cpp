@@ -327,6 +327,8 @@ class CudaBackend final : public Backend {
       oa.seed = static_cast<uint64_t>(cfg.seed);
       oa.batch = pb.batch;
       oa.heads_q = pb.heads_q;
+      oa.batch_offset = cfg.batch_offset;
+      oa.head_offset = cfg.head_offset;
       oa.block_m = static_cast<int32_t>(plan.block_m);
       oa.q_count = static_cast<int32_t>(plan.q_samples);
       oa.block_n = static_cast<int32_t>(plan.block_n);

@@ -231,7 +231,9 @@ pub const PSA_PARAM_SPARSITY: psa_param = 34;
 pub const PSA_PARAM_CDF_THRESHOLD: psa_param = 35;
 pub const PSA_PARAM_KEEP_SINK: psa_param = 36;
 pub const PSA_PARAM_KEEP_RECENT: psa_param = 37;
-pub const PSA_PARAM_COUNT_: psa_param = 38;
+pub const PSA_PARAM_HEAD_OFFSET: psa_param = 38;
+pub const PSA_PARAM_BATCH_OFFSET: psa_param = 39;
+pub const PSA_PARAM_COUNT_: psa_param = 40;
 pub type psa_param = ::std::os::raw::c_uint;
 pub const PSA_PARAM_TYPE_INT: psa_param_type = 0;
 pub const PSA_PARAM_TYPE_DOUBLE: psa_param_type = 1;
@@ -499,6 +501,27 @@ extern "C" {
 }
 extern "C" {
     pub fn psa_sparse_attention_clear_cache() -> psa_status;
+}
+extern "C" {
+    pub fn psa_context_sequence_order(
+        context: *mut psa_context,
+        seq_len: i64,
+        order: *mut i64,
+        text_begin: *mut i64,
+        text_end: *mut i64,
+    ) -> psa_status;
+}
+extern "C" {
+    pub fn psa_merge_attention(
+        count: i32,
+        desc: *const psa_tensor_desc,
+        outs: *const *const ::std::os::raw::c_void,
+        lses: *const *const f32,
+        out: *mut ::std::os::raw::c_void,
+        lse: *mut f32,
+        backend: psa_backend,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> psa_status;
 }
 pub const PSA_STAT_LEVEL_1: _bindgen_ty_1 = 0;
 pub const PSA_STAT_LEVEL_2: _bindgen_ty_1 = 1;
