@@ -33,6 +33,7 @@ from ._context import Context, Stats  # noqa: E402
 from ._mask import TokenOrder, plot_mask  # noqa: E402
 from ._api import (DEFAULT_MODEL, attention, cache_info, clear_cache,  # noqa: E402
                    set_cache_capacity, sparse_attention)
+from ._parallel import merge_attention, sequence_order  # noqa: E402
 
 from typing import Dict, List, Optional  # noqa: E402
 
@@ -64,5 +65,5 @@ def cuda_available() -> bool:
 __all__ = ["Backend", "Config", "Context", "DEFAULT_MODEL", "DType", "Error", "Layout",
            "MaskFormat", "MaskMode", "Method", "Param", "Rearrange", "Stats", "Status",
            "TextPosition", "TextRule", "attention", "cache_info", "capi", "clear_cache",
-           "cuda_available", "header_version", "library_version", "param_info", "presets",
-           "set_cache_capacity", "sparse_attention"]
+           "cuda_available", "header_version", "library_version", "merge_attention",
+           "param_info", "presets", "sequence_order", "set_cache_capacity", "sparse_attention"]

@@ -324,7 +324,8 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
               grid: Optional[Sequence[int]] = None, text_length: int = 0,
               text_first: Optional[bool] = None, layout: str = "bhld", causal: bool = False,
               scale: Optional[float] = None, step: Optional[int] = None, out: Any = None,
-              return_lse: bool = False, stream: StreamLike = None) -> Any:
+              return_lse: bool = False, stream: StreamLike = None, head_offset: int = 0,
+              batch_offset: int = 0) -> Any:
     """Pyramid Sparse Attention of (q, k, v) in one call; returns out (or ``(out, lse)``).
 
     q, k, v: 4-D arrays in `layout` order, "bhld" ([B, H, L, D], as SDPA) or "blhd"
@@ -347,6 +348,10 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
     return_lse: also return the float32 [B, H, L] natural-log sum-exp of the scaled logits.
     stream: CUDA stream (int, torch.cuda.Stream, CuPy stream); default: the framework's
         current stream. The call is stream-ordered and does not synchronise.
+    head_offset, batch_offset: for shards (Ulysses, CFG / batch parallelism): the index, in
+        the whole tensor, of q's first head and first batch item. The importance samples
+        are drawn for the global (batch, head), so the shard's output equals those rows of
+        the whole forward (config keys ``head_offset`` / ``batch_offset``).
 
     The context and its plan are cached by device, dtype, shapes, strides, layout, config
     and grid (``psa.cache_info()``, ``psa.clear_cache()``): the second call with the same
@@ -356,6 +361,11 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
     (with the library's message) for what libpsa rejects; nothing is written on error.
     """
     cfg = _resolve_config(model, preset, config)
+    for name, value in (("head_offset", head_offset), ("batch_offset", batch_offset)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError("%s = %r: expected an int >= 0" % (name, value))
+        if value:
+            cfg[name] = value
     if not isinstance(causal, bool):
         raise TypeError("causal = %r: expected a bool" % (causal,))
     if causal:
@@ -366,7 +376,10 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
                              % (scale,))
         cfg["scale"] = float(scale)
     axes = parse_layout(layout)
-    seq_len = _seq_len(q, axes)
+    # The grid describes the key sequence; q follows it too unless it is a shard of the
+    # queries (use_rearrange off: libpsa then says so when they differ).
+    k_shape = getattr(k, "shape", None)
+    seq_len = _seq_len(k if k_shape is not None and len(k_shape) == 4 else q, axes)
     g = _check_grid(grid, text_length, seq_len)
     if g is None:
         cfg["use_rearrange"] = False

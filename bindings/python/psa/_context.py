@@ -168,6 +168,22 @@ class Context:
         capi.psa_context_set_video_pixels(self.handle, frames, height, width, text_length,
                                           _lookup(_TEXT_POSITIONS, text_position, "text_position"))
 
+    def sequence_order(self, seq_len: int) -> Tuple[Any, int, int]:
+        """``(order, text_begin, text_end)``: the token order this context computes a
+        sequence of `seq_len` tokens in under its grid and config, as a NumPy int64 array
+        (``order[i]`` = caller's index of the token at position i: the Gilbert curve or STA
+        order, or the identity), and the text span in that order. Sequence-parallel code
+        permutes once with it (``x[..., order, :]``), shards, and runs with
+        ``use_rearrange = False``; see psa_context_sequence_order."""
+        import numpy as np
+
+        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
+            raise ValueError("seq_len = %r: expected an int >= 1" % (seq_len,))
+        order = np.empty((seq_len,), dtype=np.int64)
+        begin, end = capi.psa_context_sequence_order(self.handle, seq_len,
+                                                     int(order.ctypes.data))
+        return order, int(begin), int(end)
+
     def clear_video_grid(self) -> None:
         """Forgets the video grid (no rearrangement, no text handling)."""
         capi.psa_context_clear_video_grid(self.handle)

@@ -1,0 +1,512 @@
+# bindings/python/psa/distributed.py -- sequence parallelism with libpsa over
+# torch.distributed (NCCL on GPUs, gloo on CPUs): Ulysses (all-to-all from sequence shards
+# to head shards), ring (sequence shards of the queries against every key block) and USP
+# (ulysses_degree x ring_degree), each giving every rank the rows the single-process
+# psa.attention would give it. Imported on demand only (`import psa.distributed`).
+"""Sequence-parallel Pyramid Sparse Attention over torch.distributed.
+
+::
+
+    import psa.distributed as psd
+    sp = psd.SequenceParallel(grid=(21, 30, 52), model="Wan2.1_1.3b",
+                              ulysses_degree=2, ring_degree=2)   # 4 ranks
+    q_local = sp.shard(q, dim=1)          # [B, L, H, D] -> this rank's tokens ("blhd")
+    ...                                   # the model runs on its local tokens
+    out_local = sp.attention(q_local, k_local, v_local)
+    out = sp.gather(out_local, dim=1)     # every rank: the whole sequence again
+
+Order and shards. A preset that rearranges tokens (Gilbert) computes in the curve order;
+:meth:`SequenceParallel.shard` permutes a whole sequence once into that order
+(:func:`psa.sequence_order`) and cuts it into this rank's piece, :meth:`gather` undoes both.
+Per-token layers (projections, norms, MLPs) do not care about the order; only the final
+output must be gathered (or permuted back) before position-dependent steps such as
+unpatchify. Ring shards hold whole query blocks (block_size.m tokens) so no block straddles
+two ranks; Ulysses pieces inside a ring shard are equal up to the last one.
+
+Ulysses: the ulysses group exchanges sequence pieces for head groups (all_to_all), runs
+libpsa on H / ulysses_degree heads with ``head_offset`` (the importance samples of the whole
+tensor's heads), and exchanges back. Ring: the mask of a query block needs its importance
+against every key block of the sequence, so the ring group all-gathers K and V once per
+forward and each rank runs its query shard against the whole K/V: the same masks, levels
+and softmax as one process. Cost per rank: K and V of the whole sequence for its head
+group (2 * L * Hkv/U * D elements) and the all-gather's traffic, the same volume a ring
+pass moves. With ``ring_impl="p2p"`` and the dense method, K/V shards travel round the
+ring instead (send/recv, no full K/V) and the partial results are merged through their
+float32 log-sum-exps (:func:`psa.merge_attention`).
+
+Agreement: the first forward of each shape checks collectively (all_gather with a timeout)
+that every rank has the same config, grid, degrees and shapes; a mismatch, or a rank that
+does not arrive, raises on every rank that arrived instead of hanging.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import math
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+
+from . import _api
+from ._api import DEFAULT_MODEL, ConfigLike
+from ._config import Config, Method
+from ._parallel import merge_attention, sequence_order
+
+__all__ = ["SequenceParallel", "SequenceParallelError", "shard_bounds"]
+
+
+class SequenceParallelError(RuntimeError):
+    """Bad sequence-parallel input (degrees, shapes, disagreement between ranks)."""
+
+
+def shard_bounds(seq_len: int, ulysses_degree: int, ring_degree: int,
+                 block_m: int) -> List[Tuple[int, int]]:
+    """``[(start, end), ...]`` of every rank's tokens (rank = ring_index * ulysses_degree +
+    ulysses_index) in the sequence order: ring shards of ceil(Mq / ring_degree) whole query
+    blocks, each cut into ulysses_degree pieces of ceil(shard / ulysses_degree) tokens (the
+    last pieces may be shorter, or empty for tiny sequences). Raises SequenceParallelError
+    when a ring shard would be empty."""
+    U, R = ulysses_degree, ring_degree
+    if R > 1:
+        mq = -(-seq_len // block_m)
+        shard = -(-mq // R) * block_m
+        if (R - 1) * shard >= seq_len:
+            raise SequenceParallelError(
+                "ring_degree = %d: the sequence of %d tokens has %d query blocks of %d "
+                "(block_size.m); %d ring shards of %d whole blocks leave the last one empty. "
+                "Use a smaller ring_degree" % (R, seq_len, mq, block_m, R, shard // block_m))
+    else:
+        shard = seq_len
+    piece = -(-shard // U)
+    bounds = []
+    for r in range(R):
+        r0, r1 = r * shard, min((r + 1) * shard, seq_len)
+        for u in range(U):
+            a = min(r0 + u * piece, r1)
+            b = min(r0 + (u + 1) * piece, r1)
+            bounds.append((a, b))
+    return bounds
+
+
+def _rank_list(group: Any) -> List[int]:
+    if group is None or group == dist.group.WORLD:
+        return list(range(dist.get_world_size()))
+    return list(dist.get_process_group_ranks(group))
+
+
+class SequenceParallel:
+    """One attention layout spread over the ranks of `group` (default: the world), with the
+    output of the single-process :func:`psa.attention` on every rank's tokens.
+
+    grid, text_length, text_first, model, preset, config: as psa.attention (the whole
+        sequence: t*h*w + text_length tokens). Without a grid there is no rearrangement and
+        no text handling.
+    ulysses_degree, ring_degree: their product must be the group's size (default:
+        ulysses_degree = size / ring_degree). The query heads and the K/V heads must be
+        divisible by ulysses_degree.
+    permute: True (default): sequences are sharded in the preset's order (use
+        :meth:`shard` / :meth:`gather`). False: the caller's own order; allowed when
+        ring_degree is 1 (each rank then sees the whole sequence of its heads and libpsa
+        rearranges it itself).
+    ring_impl: "allgather" (default, any method: K/V gathered once per forward) or "p2p"
+        (dense method only: K/V shards passed round the ring, results merged by LSE).
+    timeout: seconds the agreement check waits for every rank.
+    Constructing it is collective (it creates the ulysses and ring subgroups): every rank
+    of the world must construct its SequenceParallel in the same order.
+    """
+
+    def __init__(self, *, grid: Optional[Sequence[int]] = None, text_length: int = 0,
+                 text_first: Optional[bool] = None, model: Optional[str] = None,
+                 preset: Optional[str] = None, config: ConfigLike = None,
+                 ulysses_degree: Optional[int] = None, ring_degree: int = 1,
+                 group: Any = None, permute: bool = True, ring_impl: str = "allgather",
+                 timeout: float = 60.0) -> None:
+        if not dist.is_available() or not dist.is_initialized():
+            raise SequenceParallelError(
+                "psa.distributed: no default process group; call "
+                "torch.distributed.init_process_group (e.g. under torchrun) on every rank "
+                "before SequenceParallel")
+        ranks = _rank_list(group)
+        size = len(ranks)
+        me = dist.get_rank()
+        if me not in ranks:
+            raise SequenceParallelError("rank %d is not in the group %r" % (me, ranks))
+        for name, value in (("ring_degree", ring_degree), ("ulysses_degree", ulysses_degree)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise SequenceParallelError("%s = %r: expected an int >= 1" % (name, value))
+        if ulysses_degree is None:
+            if size % ring_degree:
+                raise SequenceParallelError(
+                    "ring_degree = %d does not divide the group size %d" % (ring_degree, size))
+            ulysses_degree = size // ring_degree
+        if ulysses_degree * ring_degree != size:
+            raise SequenceParallelError(
+                "ulysses_degree x ring_degree = %d x %d = %d, but the group has %d ranks"
+                % (ulysses_degree, ring_degree, ulysses_degree * ring_degree, size))
+        if ring_impl not in ("allgather", "p2p"):
+            raise SequenceParallelError("ring_impl = %r: expected 'allgather' or 'p2p'"
+                                        % (ring_impl,))
+        if not permute and ring_degree > 1:
+            raise SequenceParallelError(
+                "permute = False with ring_degree = %d: ring shards must be cut in the "
+                "preset's token order (permute = True)" % ring_degree)
+        self.group = group
+        self.ranks = ranks
+        self.size = size
+        self.index = ranks.index(me)
+        self.ulysses_degree = U = ulysses_degree
+        self.ring_degree = R = ring_degree
+        self.ring_index, self.ulysses_index = divmod(self.index, U)
+        self.permute = permute
+        self.ring_impl = ring_impl
+        self.timeout = float(timeout)
+        # Subgroups: every rank creates every subgroup in the same order (new_group is
+        # collective over the world).
+        self._ulysses_group = self._ring_group = None
+        for r in range(R):
+            members = [ranks[r * U + u] for u in range(U)]
+            g = dist.new_group(members) if U > 1 and U < dist.get_world_size() else group
+            if r == self.ring_index:
+                self._ulysses_group = g
+        for u in range(U):
+            members = [ranks[r * U + u] for r in range(R)]
+            g = dist.new_group(members) if R > 1 and R < dist.get_world_size() else group
+            if u == self.ulysses_index:
+                self._ring_group = g
+        self._ulysses_ranks = [ranks[self.ring_index * U + u] for u in range(U)]
+        self._ring_ranks = [ranks[r * U + self.ulysses_index] for r in range(R)]
+
+        # The config, the grid and the order the shards use.
+        self.config = _api._resolve_config(model, preset, config)
+        self.grid: Optional[Tuple[int, int, int]] = None
+        self.text_length = int(text_length)
+        if grid is not None:
+            t, h, w = (int(x) for x in grid)
+            self.grid = (t, h, w)
+            self.seq_len: Optional[int] = t * h * w + self.text_length
+            _api._check_grid(grid, self.text_length, self.seq_len)
+            if text_first is None:
+                name = model if model is not None else ("" if isinstance(config, Config)
+                                                        else DEFAULT_MODEL)
+                text_first = name.lower().startswith("cogvideo")
+            self.text_first = bool(text_first)
+        else:
+            if text_length:
+                raise SequenceParallelError("text_length = %d needs grid=(t, h, w)"
+                                            % text_length)
+            self.seq_len = None
+            self.text_first = False
+            self.config["use_rearrange"] = False
+        self.order: Optional[torch.Tensor] = None
+        self._inner = self.config.copy()
+        position = "none"
+        if self.grid is not None:
+            position = "first" if self.text_first and self.text_length else (
+                "last" if self.text_length else "none")
+            if permute:
+                order, begin, end = sequence_order(self.grid, text_length=self.text_length,
+                                                   text_first=self.text_first,
+                                                   config=self.config)
+                self.order = torch.from_numpy(order)
+                if self.text_length:
+                    position = "first" if begin == 0 else "last"
+                self._inner["use_rearrange"] = False
+        self._position = position
+        method = int(self.config["type"])
+        if R > 1:
+            if bool(self.config["causal"]):
+                raise SequenceParallelError(
+                    "causal = true with ring_degree = %d: causal sequence sharding is not "
+                    "supported (use ulysses_degree only)" % R)
+            if bool(self.config["text_rows_dense"]) and self.text_length:
+                raise SequenceParallelError(
+                    "text_rows_dense = true with ring_degree = %d: not supported (use "
+                    "ulysses_degree only)" % R)
+            if method == int(Method.RF_V2):
+                raise SequenceParallelError(
+                    "type = rf_v2 with ring_degree = %d: rf_v2 orders tokens itself; use "
+                    "ulysses_degree only" % R)
+            if ring_impl == "p2p" and method != int(Method.DENSE):
+                raise SequenceParallelError(
+                    "ring_impl = 'p2p' needs the dense method (type = dense): a PSA mask "
+                    "row needs every key block; use ring_impl = 'allgather'")
+        self.block_m = int(self.config["block_size.m"])
+        self._checked: Dict[Any, bool] = {}
+        self._fingerprint = self._inner.fingerprint()
+
+    # ---- sequence layout -------------------------------------------------------------------
+    def bounds(self, seq_len: Optional[int] = None) -> List[Tuple[int, int]]:
+        """Every rank's [start, end) in the (permuted) sequence."""
+        n = seq_len if seq_len is not None else self.seq_len
+        if n is None:
+            raise SequenceParallelError("seq_len: needed when no grid was given")
+        return shard_bounds(n, self.ulysses_degree, self.ring_degree, self.block_m)
+
+    def shard(self, x: torch.Tensor, dim: int = 1) -> torch.Tensor:
+        """This rank's tokens of a whole sequence `x` (sequence along `dim`): permuted into the
+        preset's order (permute=True), then cut (:meth:`bounds`)."""
+        n = x.shape[dim]
+        if self.seq_len is not None and n != self.seq_len:
+            raise SequenceParallelError("x: %d tokens along dim %d; the grid has %d"
+                                        % (n, dim, self.seq_len))
+        if self.order is not None:
+            x = x.index_select(dim, self.order.to(x.device))
+        a, b = self.bounds(n)[self.index]
+        return x.narrow(dim, a, b - a).contiguous()
+
+    def gather(self, x: torch.Tensor, dim: int = 1) -> torch.Tensor:
+        """The whole sequence from every rank's piece `x` (all_gather), in the caller's order
+        (the inverse of :meth:`shard`)."""
+        bounds = (self.bounds() if self.seq_len is not None
+                  else self._bounds_no_grid(x.shape[dim]))
+        full = _gather_pieces(x, dim, [b - a for a, b in bounds], self.group)
+        if self.order is None:
+            return full
+        out = torch.empty_like(full)
+        out.index_copy_(dim, self.order.to(full.device), full)
+        return out
+
+    # ---- agreement --------------------------------------------------------------------------
+    def _check(self, key: Tuple[Any, ...], local_error: Optional[str]) -> None:
+        text = repr((self._fingerprint, self.grid, self.text_length, self._position,
+                     self.ulysses_degree, self.ring_degree, self.permute, self.ring_impl, key))
+        digest = int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "little")
+        device = self._device_for_comm(key[-1])
+        mine = torch.tensor([digest, 1 if local_error else 0], dtype=torch.int64,
+                            device=device)
+        rows = [torch.zeros_like(mine) for _ in range(self.size)]
+        work = dist.all_gather(rows, mine, group=self.group, async_op=True)
+        try:
+            ok = work.wait(timeout=datetime.timedelta(seconds=self.timeout))
+        except Exception as e:  # gloo raises on timeout; NCCL may too
+            raise SequenceParallelError(
+                "psa.distributed: the agreement check timed out after %.0f s: not every rank "
+                "of the group %r reached the first forward of this shape (%s)"
+                % (self.timeout, self.ranks, e)) from None
+        if ok is False:
+            raise SequenceParallelError(
+                "psa.distributed: the agreement check timed out after %.0f s (group %r)"
+                % (self.timeout, self.ranks))
+        values = [(int(r[0]), int(r[1])) for r in rows]
+        if local_error:
+            raise SequenceParallelError(local_error)
+        failed = [self.ranks[i] for i, v in enumerate(values) if v[1]]
+        if failed:
+            raise SequenceParallelError("psa.distributed: rank(s) %s rejected their input "
+                                        "(see their error)" % failed)
+        differ = [self.ranks[i] for i, v in enumerate(values) if v[0] != values[0][0]]
+        if differ:
+            raise SequenceParallelError(
+                "psa.distributed: ranks disagree on the config, grid, degrees or shapes: "
+                "rank(s) %s differ from rank %d (here: grid %r + %d text tokens, "
+                "ulysses %d x ring %d, (B, H, D, Hkv, dtype, device, step, head_offset) = %r)"
+                % (differ, self.ranks[0], self.grid, self.text_length,
+                   self.ulysses_degree, self.ring_degree, key[:-1]))
+
+    def _device_for_comm(self, device: Any) -> torch.device:
+        backend = dist.get_backend(self.group)
+        if str(backend).lower() == "nccl":
+            return device if device.type == "cuda" else torch.device(
+                "cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    def _validate(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Optional[str]:
+        if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+            return "q, k, v: expected 4-D [B, L, H, D] tensors"
+        if k.shape != v.shape:
+            return "k %r and v %r: shapes differ" % (tuple(k.shape), tuple(v.shape))
+        B, n, H, D = q.shape
+        Hkv = k.shape[2]
+        U = self.ulysses_degree
+        if H % U:
+            return ("heads: q has %d heads, not divisible by ulysses_degree = %d"
+                    % (H, U))
+        if Hkv % U:
+            return ("heads: k/v have %d heads (GQA), not divisible by ulysses_degree = %d"
+                    % (Hkv, U))
+        if self.seq_len is not None:
+            a, b = self.bounds()[self.index]
+            if n != b - a or k.shape[1] != b - a:
+                return ("q/k: %d/%d local tokens; rank %d's shard of the %d-token sequence "
+                        "holds %d (shard with SequenceParallel.shard)"
+                        % (n, k.shape[1], self.ranks[self.index], self.seq_len, b - a))
+        return None
+
+    # ---- the forward ------------------------------------------------------------------------
+    def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
+                  layout: str = "blhd", step: Optional[int] = None,
+                  head_offset: int = 0, batch_offset: int = 0) -> torch.Tensor:
+        """This rank's rows of the whole forward: q, k, v are this rank's tokens (as
+        :meth:`shard` gives them) with every head, [B, L_local, H, D] ("blhd") or
+        [B, H, L_local, D] ("bhld"); returns the output in the same layout. step: as
+        psa.attention. head_offset / batch_offset: where these heads / batch items sit in a
+        larger tensor (CFG parallelism: the uncond rank passes its batch offset)."""
+        if layout not in ("blhd", "bhld"):
+            raise ValueError("layout = %r: expected 'blhd' or 'bhld'" % (layout,))
+        if layout == "bhld":
+            q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+        key = (tuple(q.shape), tuple(k.shape), str(q.dtype), q.device.type, step,
+               head_offset, batch_offset, q.device)
+        if key not in self._checked:
+            error = self._validate(q, k, v)
+            # what every rank must agree on: the global shapes (local lengths may differ)
+            common = (q.shape[0], q.shape[2], q.shape[3], k.shape[2] if k.dim() == 4 else -1,
+                      str(q.dtype), q.device.type, step, head_offset, q.device)
+            self._check(common, error)
+            self._checked[key] = True
+        out = self._forward(q, k, v, step, head_offset, batch_offset)
+        return out.transpose(1, 2) if layout == "bhld" else out
+
+    def _forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 step: Optional[int], head_offset: int, batch_offset: int) -> torch.Tensor:
+        U, R = self.ulysses_degree, self.ring_degree
+        H = q.shape[2]
+        if self.seq_len is not None:
+            bounds = self.bounds()
+        else:  # no grid: every rank's length, gathered once per shape
+            bounds = self._bounds_no_grid(q.shape[1])
+        r0 = self.ring_index * U
+        piece_lengths = [b - a for a, b in bounds[r0:r0 + U]]
+        # 1. Ulysses: sequence pieces -> head groups (the ring shard of H/U heads).
+        if U > 1:
+            q, k, v = (_seq_to_heads(x, piece_lengths, U, self._ulysses_group)
+                       for x in (q, k, v))
+        h0 = head_offset + self.ulysses_index * (H // U)
+        cfg = self._inner.copy()
+        if h0:
+            cfg["head_offset"] = h0
+        if batch_offset:
+            cfg["batch_offset"] = batch_offset
+        # 2. Ring: the queries of this ring shard against every key block.
+        if R > 1:
+            ring_lengths = [sum(b - a for a, b in bounds[r * U:(r + 1) * U]) for r in range(R)]
+            if self.ring_impl == "p2p":
+                out = self._ring_p2p(q, k, v, cfg, ring_lengths, step)
+            else:
+                k = _gather_pieces(k, 1, ring_lengths, self._ring_group)
+                v = _gather_pieces(v, 1, ring_lengths, self._ring_group)
+                out = self._local(q, k, v, cfg, step)
+        else:
+            out = self._local(q, k, v, cfg, step)
+        # 3. Ulysses back: head groups -> sequence pieces.
+        if U > 1:
+            out = _heads_to_seq(out, piece_lengths, U, self._ulysses_group)
+        return out
+
+    def _local(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Config,
+               step: Optional[int], return_lse: bool = False) -> Any:
+        full_grid = None
+        if self.grid is not None and (k.shape[1] == self.seq_len):
+            positions = {"none": 0, "first": 1, "last": 2}
+            full_grid = (self.grid[0], self.grid[1], self.grid[2], self.text_length,
+                         positions[self._position])
+        if full_grid is None:
+            cfg = cfg.copy()
+            cfg["use_rearrange"] = False
+        fingerprint = cfg.fingerprint()
+        return _api._run(("attention", fingerprint, full_grid), lambda: cfg, q, k, v, "blhd",
+                         None, return_lse, None, step, full_grid)
+
+    def _ring_p2p(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Config,
+                  lengths: List[int], step: Optional[int]) -> torch.Tensor:
+        R, me = self.ring_degree, self.ring_index
+        cap = max(lengths)
+        kv = torch.stack([_pad_seq(k, cap), _pad_seq(v, cap)])
+        nxt = self._ring_ranks[(me + 1) % R]
+        prv = self._ring_ranks[(me - 1) % R]
+        outs, lses = [], []
+        for s in range(R):
+            src = (me - s) % R
+            n = lengths[src]
+            incoming = None
+            if s + 1 < R:
+                incoming = torch.empty_like(kv)
+                ops = [dist.P2POp(dist.isend, kv, nxt, self._ring_group),
+                       dist.P2POp(dist.irecv, incoming, prv, self._ring_group)]
+                reqs = dist.batch_isend_irecv(ops)
+            if n:
+                o, lse = self._local(q, kv[0, :, :n], kv[1, :, :n], cfg, step, True)
+                outs.append(o)
+                lses.append(lse)
+            if incoming is not None:
+                for req in reqs:
+                    req.wait()
+                kv = incoming
+        # lse is [B, H, L] (bhld order); out "blhd" -> merge in blhd layout.
+        merged = merge_attention(outs, [x.contiguous() for x in lses], layout="blhd",
+                                 return_lse=False)
+        return merged
+
+    def _bounds_no_grid(self, n: int) -> List[Tuple[int, int]]:
+        cached = self._checked.get(("bounds", n))
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        local = torch.tensor([n], dtype=torch.int64, device=self._device_for_comm(
+            torch.device("cpu")))
+        rows = [torch.zeros_like(local) for _ in range(self.size)]
+        dist.all_gather(rows, local, group=self.group)
+        lengths = [int(r[0]) for r in rows]
+        bounds, start = [], 0
+        for m in lengths:
+            bounds.append((start, start + m))
+            start += m
+        if self.ring_degree > 1:
+            expected = shard_bounds(start, self.ulysses_degree, self.ring_degree, self.block_m)
+            if bounds != expected:
+                raise SequenceParallelError(
+                    "ring_degree = %d: the ranks hold %r tokens; ring shards must be whole "
+                    "query blocks, %r (shard with SequenceParallel.shard)"
+                    % (self.ring_degree, lengths, [b - a for a, b in expected]))
+        self._checked[("bounds", n)] = bounds  # type: ignore[assignment]
+        return bounds
+
+
+# ---- collectives on uneven pieces ----------------------------------------------------------
+def _pad_seq(x: torch.Tensor, cap: int, dim: int = 1) -> torch.Tensor:
+    n = x.shape[dim]
+    if n == cap:
+        return x.contiguous()
+    shape = list(x.shape)
+    shape[dim] = cap - n
+    return torch.cat([x, x.new_zeros(shape)], dim=dim).contiguous()
+
+
+def _gather_pieces(x: torch.Tensor, dim: int, lengths: List[int], group: Any) -> torch.Tensor:
+    """Concatenation along `dim` of every rank's piece (piece i has lengths[i] entries)."""
+    if len(lengths) == 1:
+        return x
+    cap = max(lengths)
+    padded = _pad_seq(x, cap, dim)
+    parts = [torch.empty_like(padded) for _ in lengths]
+    dist.all_gather(parts, padded, group=group)
+    return torch.cat([p.narrow(dim, 0, n) for p, n in zip(parts, lengths)], dim=dim)
+
+
+def _seq_to_heads(x: torch.Tensor, lengths: List[int], U: int, group: Any) -> torch.Tensor:
+    """[B, n_me, H, D] sequence piece -> [B, sum(lengths), H/U, D] (all_to_all)."""
+    B, _, H, D = x.shape
+    cap = max(lengths)
+    x = _pad_seq(x, cap)
+    send = x.reshape(B, cap, U, H // U, D).permute(2, 0, 1, 3, 4).contiguous()
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send, group=group)
+    return torch.cat([recv[i, :, :n] for i, n in enumerate(lengths)], dim=1)
+
+
+def _heads_to_seq(x: torch.Tensor, lengths: List[int], U: int, group: Any) -> torch.Tensor:
+    """Inverse of _seq_to_heads: [B, sum(lengths), H/U, D] -> [B, n_me, H, D]."""
+    B, _, Hu, D = x.shape
+    cap = max(lengths)
+    pieces, start = [], 0
+    for n in lengths:
+        pieces.append(_pad_seq(x.narrow(1, start, n), cap))
+        start += n
+    send = torch.stack(pieces).contiguous()  # [U, B, cap, H/U, D]
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send, group=group)
+    me = dist.get_rank(group)
+    out = recv.permute(1, 2, 0, 3, 4).reshape(B, cap, U * Hu, D)
+    return out.narrow(1, 0, lengths[me]).contiguous()
