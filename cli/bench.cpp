@@ -232,7 +232,7 @@ int cmd_bench(int argc, const char* const* argv) {
   } else {
     std::fprintf(stderr, "psa bench: needs a CUDA device: %s\n",
                  cuda == "not built in" ? "this libpsa was built without the CUDA backend"
-                 : cuda == "built in, no usable device" ? ("no usable device (" + detail + ")").c_str()
+                 : cuda == "built in, no usable device" ? detail.c_str()
                                                         : ("cuda " + cuda).c_str());
     return 2;
   }
