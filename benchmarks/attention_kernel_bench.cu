@@ -93,6 +93,16 @@ float time_kernel(bool sm90, const psa::gpu::AttnKernelParams& p, int reps, bool
 }  // namespace
 
 int main(int argc, char** argv) {
+  {
+    // Without a usable device, one line saying why (exit 2) instead of a raw CUDA error.
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+      std::fprintf(stderr, "attention_kernel_bench: needs a CUDA device: %s\n",
+                   e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+      return 2;
+    }
+  }
   std::string shapes = "cogvideox,wan13,wan14", densities = "dense";
   int reps = 5;
   bool rows_grid = false;

@@ -420,7 +420,18 @@ void write_json(const Opts& o) {
 
 }  // namespace
 
+// Without a usable device, one line saying why (exit 2) instead of a raw CUDA error.
+int require_gpu(const char* program) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaSuccess && n > 0) return 0;
+  std::fprintf(stderr, "%s: needs a CUDA device: %s\n", program,
+               e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+  return 2;
+}
+
 int main(int argc, char** argv) {
+  if (const int rc = require_gpu("psa_bench")) return rc;
   Opts o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -108,6 +108,19 @@ def targets(bench, cudnn, shapes):
     return "| shape | target | measured | status |\n|---|---|---|---|\n" + "\n".join(out)
 
 
+def gpu_problem(bench):
+    """One line saying why the benchmark cannot run here, or None."""
+    if not os.path.isfile(bench) or not os.access(bench, os.X_OK):
+        return f"{bench}: no such executable (build psa_bench in a CUDA build: cmake --build BUILD --target psa_bench)"
+    try:
+        import torch
+    except ImportError as e:
+        return f"needs PyTorch for the cuDNN SDPA reference ({e})"
+    if not torch.cuda.is_available():
+        return "needs a CUDA device (torch.cuda.is_available() is False)"
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", required=True)
@@ -117,8 +130,15 @@ def main():
     shapes = args.shapes.split(",")
     os.makedirs(args.out, exist_ok=True)
     bj = os.path.join(args.out, "psa_bench.json")
+    problem = gpu_problem(args.bench)
+    if problem:
+        print(f"run_bench.py: {problem}", file=sys.stderr)
+        return 2
     t0 = time.time()
-    subprocess.run([args.bench, "--shapes", args.shapes, "--json", bj], check=True)
+    rc = subprocess.run([args.bench, "--shapes", args.shapes, "--json", bj]).returncode
+    if rc != 0:
+        print(f"run_bench.py: {args.bench} exited with status {rc} (its message is above)", file=sys.stderr)
+        return rc
     print(f"[bench] psa_bench done in {time.time() - t0:.0f} s", flush=True)
     bench = json.load(open(bj))
     cudnn = cudnn_sdpa(shapes)
