@@ -139,7 +139,7 @@ def _parse_value(text: str) -> Value:
         return text == "true"
     for kind in (int, float):
         try:
-            return kind(text)  # type: ignore[no-any-return]
+            return kind(text)
         except ValueError:
             pass
     return text
