@@ -23,10 +23,27 @@ mkdir -p "$work/src"
 "$python" -m venv "$work/venv"
 py="$work/venv/bin/python"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-start=$(date +%s)
-"$py" -m pip install -q "$work/src[$extras]"
-echo "python_package_test: pip install took $(( $(date +%s) - start )) s"
 req="$work/src/bindings/python/requirements-test.txt"
+# JAX: psa/_jax_ffi.so (psa.jax) needs only the header-only XLA FFI API that jaxlib ships, so
+# the pinned jax of $req goes in first and the isolated build is pointed at its headers
+# (PSA_JAX_INCLUDE_DIR, PSA_BUILD_JAX=ON); tests/test_jax.py then must find the handlers.
+jax_defines=()
+jax_pin=$(grep -E '^jax(\[[a-z,]+\])?==' "$req" 2>/dev/null || true)
+if [ -n "$jax_pin" ] && [ "${PSA_PY_SKIP_FRAMEWORKS:-0}" != 1 ]; then
+  start=$(date +%s)
+  if "$py" -m pip install -q "$jax_pin" &&
+     jax_inc=$("$py" -c 'import jax.ffi; print(jax.ffi.include_dir())'); then
+    jax_defines=(--config-settings="cmake.define.PSA_JAX_INCLUDE_DIR=$jax_inc"
+                 --config-settings=cmake.define.PSA_BUILD_JAX=ON)
+    export PSA_JAX_REQUIRED=1
+    echo "python_package_test: $jax_pin took $(( $(date +%s) - start )) s (FFI headers: $jax_inc)"
+  else
+    echo "python_package_test: $jax_pin could not be installed: psa.jax not built, its tests skip"
+  fi
+fi
+start=$(date +%s)
+"$py" -m pip install -q ${jax_defines[@]+"${jax_defines[@]}"} "$work/src[$extras]"
+echo "python_package_test: pip install took $(( $(date +%s) - start )) s"
 if [ -f "$req" ] && [ "${PSA_PY_SKIP_FRAMEWORKS:-0}" != 1 ]; then
   start=$(date +%s)
   "$py" -m pip install -q -r "$req"
