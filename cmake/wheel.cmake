@@ -4,6 +4,8 @@
 # links), the SWIG extension (bindings/python/CMakeLists.txt) and every non-system shared
 # library libpsa needs (yaml-cpp; the CUDA runtime is linked statically). Each finds the
 # others through RPATH $ORIGIN, so the installed package works from anywhere.
+# The JAX FFI handlers, psa/_jax_ffi.so, are installed there too when they are built
+# (bindings/python/jax.cmake: PSA_BUILD_JAX, PSA_JAX_INCLUDE_DIR).
 set_target_properties(psa PROPERTIES
   VERSION ${PROJECT_VERSION_MAJOR}
   INSTALL_RPATH "$ORIGIN"

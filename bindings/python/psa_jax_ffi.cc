@@ -26,6 +26,7 @@
 // On CUDA a warm call enqueues on the stream and returns: no allocation of its own and no
 // host synchronisation (a context evicted from the cache is destroyed after its last
 // forward's stream is done with it).
+// Also exported for psa/jax.py: PsaJaxCacheInfo, PsaJaxClearCache, PsaJaxHeaderVersion.
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
