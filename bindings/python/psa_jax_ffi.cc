@@ -428,29 +428,32 @@ ffi::Error forward(psa_backend backend, void* stream, int32_t device,
     if (ins[i]->element_type() != q.element_type()) {
       return invalid(std::string(names[i]) + ": dtype differs from q's");
     }
-    for (size_t j = 0; j < lead; ++j) {
-      if (d[j] != qd[j] && d[j] != 1) {
-        return invalid(std::string(names[i]) + ": leading (vmapped) dims " + dims_text(d) +
-                       " do not match q's " + dims_text(qd));
-      }
-    }
   }
+  // out: q's shape, except that a leading (vmapped) dim may be larger where q's is 1;
+  // each input's leading dim equals out's or is 1 (shared by every index)
   if (out->element_type() != q.element_type() || out->dimensions().size() != rank) {
     return invalid("out: result type differs from q's");
   }
   auto od = out->dimensions();
-  for (size_t j = 0; j < rank; ++j) {
-    if (od[j] != (j < lead ? std::max<int64_t>(qd[j], od[j]) : qd[j])) {
+  for (size_t j = lead; j < rank; ++j) {
+    if (od[j] != qd[j]) {
       return invalid("out: result shape " + dims_text(od) + " does not fit q's " +
                      dims_text(qd));
     }
   }
-  for (size_t j = 0; j < lead; ++j) {
-    if (qd[j] != od[j] && qd[j] != 1) {
-      return invalid("q: leading (vmapped) dims " + dims_text(qd) + " do not match " +
-                     dims_text(od));
+  for (int i = 0; i < 3; ++i) {
+    auto d = ins[i]->dimensions();
+    for (size_t j = 0; j < lead; ++j) {
+      if (d[j] != od[j] && d[j] != 1) {
+        return invalid(std::string(names[i]) + ": leading (vmapped) dims " + dims_text(d) +
+                       " do not match the result's " + dims_text(od));
+      }
     }
   }
+  if (a.layout != 0 && a.layout != 1) {
+    return invalid("layout = " + std::to_string(a.layout) + ": expected 0 (bhld) or 1 (blhd)");
+  }
+  const bool layout_bhld = a.layout == 0;
   std::optional<ffi::Result<ffi::AnyBuffer>> lse;
   if (rest.size() > 1) return invalid("expected at most two results (out, lse)");
   if (rest.size() == 1) {
@@ -460,10 +463,12 @@ ffi::Error forward(psa_backend backend, void* stream, int32_t device,
     auto ld = (*lse)->dimensions();
     bool ok = (*lse)->element_type() == ffi::DataType::F32 && ld.size() == rank - 1;
     for (size_t j = 0; ok && j < lead; ++j) ok = ld[j] == od[j];
+    if (ok) {  // [B, H, L] in logical order, whatever the layout
+      const int64_t* t = qd.begin() + lead;
+      ok = ld[lead] == t[0] && ld[lead + 1] == (layout_bhld ? t[1] : t[2]) &&
+           ld[lead + 2] == (layout_bhld ? t[2] : t[1]);
+    }
     if (!ok) return invalid("lse: expected a float32 result of shape [..., B, H, L]");
-  }
-  if (a.layout != 0 && a.layout != 1) {
-    return invalid("layout = " + std::to_string(a.layout) + ": expected 0 (bhld) or 1 (blhd)");
   }
   if (a.causal != 0 && a.causal != 1) {
     return invalid("causal = " + std::to_string(a.causal) + ": expected 0 or 1");

@@ -204,6 +204,12 @@ def test_vmap_equals_per_item_calls():
         o, l_ = psa.attention(qs[i], ks[0], vs[0], return_lse=True, **kwargs)
         np.testing.assert_array_equal(as_np(out)[i], o)
         np.testing.assert_array_equal(as_np(lse)[i], l_)
+    # q shared, k and v mapped
+    out = jax.vmap(lambda q, k, v: pjax.attention(q, k, v, **kwargs), in_axes=(None, 0, 0))(
+        qs[0], ks, vs)
+    for i in range(3):
+        np.testing.assert_array_equal(as_np(out)[i], psa.attention(qs[0], ks[i], vs[i],
+                                                                   **kwargs))
     # nested vmap over two leading axes
     q4 = qs.reshape((3, 1) + qs.shape[1:])
     nested = jax.vmap(jax.vmap(lambda q, k, v: pjax.attention(q, k, v, **kwargs)))
@@ -329,6 +335,16 @@ def test_handler_errors_carry_the_library_message():
         _raw_call(q, k.astype(jnp.float16), v)
     with pytest.raises(Exception, match="q: expected a 4-D array"):
         _raw_call(q[0], k[0], v[0])
+    with pytest.raises(Exception, match="k: leading \\(vmapped\\) dims"):
+        _raw_call(q[None], jnp.stack([k, k, k]), jnp.stack([v, v, v]))
+    bad_lse = jax.ffi.ffi_call(pjax.TARGET_NAME, (jax.ShapeDtypeStruct(q.shape, q.dtype),
+                                                  jax.ShapeDtypeStruct((1, 2, 7), jnp.float32)))
+    with pytest.raises(Exception, match="lse: expected a float32 result"):
+        jax.block_until_ready(bad_lse(q, k, v, config="model=Wan2.1_1.3b", grid_t=np.int64(0),
+                                      grid_h=np.int64(0), grid_w=np.int64(0),
+                                      text_length=np.int64(0), text_position=np.int64(0),
+                                      layout=np.int64(0), causal=np.int64(0),
+                                      scale=np.float64(0.0), step=np.int64(-1)))
     # the handler still works afterwards
     np.testing.assert_array_equal(as_np(_raw_call(q, k, v)), psa.attention(
         np.asarray(q), np.asarray(k), np.asarray(v)))
