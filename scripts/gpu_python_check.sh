@@ -17,8 +17,14 @@ say "gpu_python_check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nvidia-smi --query-gpu
 t0=$(date +%s)
 skb=${PSA_PY_BUILD:-/tmp/psa-skb}
 rm -rf "$target" "$skb"   # fresh: a kept CMake cache would keep its old compiler
+# The JAX handler library too, when this Python has jax (its XLA FFI headers).
+jax_args=()
+if jax_inc=$(python3 -c "import jax.ffi; print(jax.ffi.include_dir())" 2>/dev/null); then
+  jax_args=(-C cmake.define.PSA_BUILD_JAX=ON -C "cmake.define.PSA_JAX_INCLUDE_DIR=$jax_inc")
+  export PSA_JAX_REQUIRED=1
+fi
 if ! python3 -m pip install --no-build-isolation --no-deps --no-compile --target "$target" "$root" \
-    -C cmake.define.CMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" -C build-dir="$skb" \
+    -C cmake.define.CMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" -C build-dir="$skb" "${jax_args[@]}" \
     >"$out/pip.log" 2>&1; then
   say "pip install FAILED"; grep -E "error|Error" -A3 "$out/pip.log" | head -40; exit 1
 fi
@@ -34,3 +40,8 @@ cd "$root"
 python3 examples/python/torch_cuda_example.py >"$out/torch_example.log" 2>&1
 say "torch_cuda_example rc=$?"
 cat "$out/torch_example.log" | tee -a "$summary"
+if [ ${#jax_args[@]} -gt 0 ]; then
+  python3 benchmarks/jax_bench.py --json "$out/jax_bench.json" >"$out/jax_bench.log" 2>&1
+  say "jax_bench rc=$?"
+  tail -15 "$out/jax_bench.log" | tee -a "$summary"
+fi
