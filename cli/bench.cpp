@@ -3,7 +3,9 @@
 // BENCHMARKS.md (bf16, batch 1, BSND, synthetic video-like inputs), through psa.h only.
 // Wall time of synchronised forwards (the median of the reps); for per-stage times and topk
 // sweeps use benchmarks/psa_bench. Needs the CUDA backend and a device: otherwise one line on
-// stderr and exit 2.
+// stderr and exit 2. Progress goes to stderr as short plain lines (also when stderr is not a
+// terminal) unless --quiet: filling the inputs of the large shapes and timing each config
+// take seconds each.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,7 +22,6 @@
 #include "json.h"
 #include "options.h"
 #include "preset_info.h"
-#include "progress.h"
 #include "synthetic.h"
 
 namespace psa_cli {
@@ -49,6 +50,44 @@ struct ConfigDeleter {
 };
 struct ContextDeleter {
   void operator()(psa_context* c) const { psa_context_destroy(c); }
+};
+
+// "psa bench: wan14: filling inputs ... done in 1.2 s" on stderr: begin() prints up to the
+// dots, end() the rest of the line. No-ops under --quiet. A line left open by an exception
+// is ended before the error prints.
+class Log {
+ public:
+  explicit Log(bool on) : on_(on) {}
+  ~Log() {
+    if (open_) std::fputs("failed\n", stderr);
+  }
+  Log(const Log&) = delete;
+  Log& operator=(const Log&) = delete;
+  void begin(const char* shape, const std::string& what) {
+    start_ = std::chrono::steady_clock::now();
+    if (!on_) return;
+    std::fprintf(stderr, "psa bench: %s: %s ... ", shape, what.c_str());
+    std::fflush(stderr);
+    open_ = true;
+  }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  void end(const std::string& text) {
+    if (!on_) return;
+    std::fprintf(stderr, "%s\n", text.c_str());
+    std::fflush(stderr);
+    open_ = false;
+  }
+  void end_done() {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "done in %.1f s", seconds());
+    end(buf);
+  }
+
+ private:
+  bool on_, open_ = false;
+  std::chrono::steady_clock::time_point start_;
 };
 
 struct Row {
@@ -123,12 +162,15 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
   return r2 > 0.0 ? std::sqrt(d2 / r2) : (d2 > 0.0 ? INFINITY : 0.0);
 }
 
-std::vector<Row> bench_shape(const BenchShape& s, const BenchOptions& o, Progress& progress) {
-  progress.stage(std::string(s.key) + ": inputs");
+std::vector<Row> bench_shape(const BenchShape& s, const BenchOptions& o, Log& log) {
+  log.begin(s.key, "filling inputs");
   const VideoGrid g{s.t, s.h, s.w, s.text, s.position};
   HostTensor q = make_tensor(PSA_LAYOUT_BSND, PSA_DTYPE_BF16, 1, s.heads, g.tokens(), s.head_dim);
   HostTensor k = q, v = q;
-  fill_synthetic(q, k, v, g, /*seed=*/0);
+  // The fast fill on all cores: Wan2.1-14B's q, k, v hold 1.2G values.
+  fill_synthetic(q, k, v, g, /*seed=*/0, SyntheticFill::kFast);
+  log.end_done();
+  log.begin(s.key, "uploading inputs");
   auto upload = [](const HostTensor& t) {
     const std::vector<uint8_t> bytes = encode(t.values, t.desc.dtype);
     Buffer b(PSA_BACKEND_CUDA, bytes.size());
@@ -137,6 +179,7 @@ std::vector<Row> bench_shape(const BenchShape& s, const BenchOptions& o, Progres
   };
   const Buffer qb = upload(q), kb = upload(k), vb = upload(v);
   const psa_tensor_desc desc = q.desc;
+  log.end_done();
 
   psa_catalog* raw = nullptr;
   check(psa_catalog_open(nullptr, &raw));
@@ -161,8 +204,11 @@ std::vector<Row> bench_shape(const BenchShape& s, const BenchOptions& o, Progres
   std::vector<Row> rows;
   std::vector<float> dense_out, out;
   for (auto& [name, cfg] : configs) {
-    progress.stage(std::string(s.key) + ": " + name);
+    log.begin(s.key, "timing " + name);
     Row r = time_config(s, name, cfg.get(), o, desc, qb, kb, vb, name == "dense" ? dense_out : out);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3f ms (%d reps)", r.ms, r.reps);
+    log.end(buf);
     r.rel_l2 = name == "dense" ? 0.0 : rel_l2(out, dense_out);
     r.speedup = rows.empty() ? 1.0 : rows.front().ms / r.ms;
     rows.push_back(r);
@@ -194,7 +240,7 @@ int cmd_bench(int argc, const char* const* argv) {
       ("min-ms", "time at least this long per config (at least 3 forwards)",
        cxxopts::value<double>()->default_value("300"), "MS")
       ("json", "print one JSON object (gpu, shapes, one row per shape and config)")
-      ("quiet", "no progress line on stderr")
+      ("quiet", "no progress lines on stderr")
       ("h,help", "print this help");
   cxxopts::ParseResult r;
   if (!parse_options(opts, argc, argv, r)) return 0;
@@ -237,13 +283,12 @@ int cmd_bench(int argc, const char* const* argv) {
     return 2;
   }
 
-  Progress progress(Progress::wanted(o.quiet), "psa bench");
+  Log log(!o.quiet);
   std::vector<Row> rows;
   for (const std::string& key : o.shapes) {
-    const std::vector<Row> part = bench_shape(*find_shape(key), o, progress);
+    const std::vector<Row> part = bench_shape(*find_shape(key), o, log);
     rows.insert(rows.end(), part.begin(), part.end());
   }
-  progress.finish();
 
   if (o.json) {
     std::vector<std::string> items;

@@ -74,6 +74,12 @@ HostTensor make_tensor(psa_layout layout, psa_dtype dtype, int64_t batch, int64_
   return t;
 }
 
+float round_to_dtype(float value, psa_dtype dtype) {
+  if (dtype == PSA_DTYPE_F16) return f16_to_f32(f32_to_f16(value));
+  if (dtype == PSA_DTYPE_BF16) return bf16_to_f32(f32_to_bf16(value));
+  return value;
+}
+
 void round_to_dtype(std::vector<float>& values, psa_dtype dtype) {
   if (dtype == PSA_DTYPE_F16) {
     for (float& v : values) v = f16_to_f32(f32_to_f16(v));

@@ -33,6 +33,8 @@ HostTensor make_tensor(psa_layout layout, psa_dtype dtype, int64_t batch, int64_
 
 // Rounds every value to what `dtype` can hold (identity for F32).
 void round_to_dtype(std::vector<float>& values, psa_dtype dtype);
+// The same for one value.
+float round_to_dtype(float value, psa_dtype dtype);
 
 // Values -> the dtype's bytes, and back.
 std::vector<uint8_t> encode(const std::vector<float>& values, psa_dtype dtype);
