@@ -12,7 +12,9 @@
 # The library is not a Python extension: psa/jax.py loads it with ctypes and registers its
 # handlers (PsaJaxAttentionHost for "cpu", PsaJaxAttentionCuda for "CUDA"). It links libpsa
 # and finds it next to itself (RPATH $ORIGIN); the CUDA handler needs no CUDA headers (the
-# stream is an opaque pointer) and works when libpsa has its CUDA backend.
+# stream is an opaque pointer) and works when libpsa has its CUDA backend. For its fallback
+# workspace (stream-ordered cuMemAllocAsync when XLA's scratch allocator refuses) it opens the
+# CUDA driver with dlopen: no link to cudart or libcuda here.
 set(PSA_BUILD_JAX "AUTO" CACHE STRING "Build psa/_jax_ffi.so (the JAX FFI handlers): AUTO, ON, OFF")
 set_property(CACHE PSA_BUILD_JAX PROPERTY STRINGS AUTO ON OFF)
 set(PSA_JAX_INCLUDE_DIR "" CACHE PATH "jaxlib's include directory (jax.ffi.include_dir())")
@@ -45,7 +47,7 @@ message(STATUS "bindings: JAX FFI handlers (psa/_jax_ffi.so) against ${_psa_jax_
 
 add_library(psa_jax_ffi MODULE ${CMAKE_CURRENT_LIST_DIR}/psa_jax_ffi.cc)
 target_include_directories(psa_jax_ffi SYSTEM PRIVATE "${_psa_jax_inc}")
-target_link_libraries(psa_jax_ffi PRIVATE psa)
+target_link_libraries(psa_jax_ffi PRIVATE psa ${CMAKE_DL_LIBS})
 target_compile_features(psa_jax_ffi PRIVATE cxx_std_17)
 set_target_properties(psa_jax_ffi PROPERTIES
   OUTPUT_NAME _jax_ffi

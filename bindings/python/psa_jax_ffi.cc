@@ -5,9 +5,21 @@
 //
 //   PsaJaxAttentionHost  platform "cpu":  CPU backend; host workspace kept with the context
 //   PsaJaxAttentionCuda  platform "CUDA": CUDA backend on the call's stream (PlatformStream),
-//                        workspace from the FFI scratch allocator (XLA's device allocator,
-//                        stream-ordered: freed when the handler returns, reused only by work
-//                        that XLA orders after this call), device from DeviceOrdinal.
+//                        device from DeviceOrdinal, workspace (see "The CUDA workspace" below)
+//                        from the FFI scratch allocator, else stream-ordered cuMemAllocAsync.
+//
+// The CUDA workspace: first XLA's FFI scratch allocator (XLA's device allocator: freed when
+// the handler returns, reused only by work that XLA orders after this call). XLA accepts no
+// alignment above 16 bytes there (XLA_FFI_DeviceMemory_Allocate answers "Unsupported
+// alignment" for more), so the handler asks for 16 and 240 bytes of slack and aligns the
+// pointer to 256 itself (XLA's allocator gives 256-byte aligned blocks anyway). Should that
+// allocator still fail (none in the execution context, or out of memory), the workspace is
+// allocated stream-ordered on the call's stream from the device's current memory pool
+// (cuMemAllocAsync) and released right after the forwards are enqueued (cuMemFreeAsync on
+// the same stream): no host synchronisation either way, as libpsa's psa_sparse_attention
+// does. The driver API is reached with dlopen("libcuda.so.1") -- loaded anyway in a process
+// that runs CUDA work -- so the handler needs neither CUDA headers nor a second (static)
+// copy of cudart, whose state would be separate from libpsa's.
 //
 // Buffers: q, k, v ([..., B, H, L, D] for layout 0 "bhld", [..., B, L, H, D] for layout 1
 // "blhd"; f32, f16 or bf16; XLA's row-major), results out (q's shape) and optionally lse
@@ -23,15 +35,17 @@
 //
 // Contexts are cached (bounded LRU, thread-safe) by backend, device, config key, causal,
 // scale, grid, layout, dtype and the 4-D shapes of q and k: a repeated call plans nothing.
-// On CUDA a warm call enqueues on the stream and returns: no allocation of its own and no
-// host synchronisation (a context evicted from the cache is destroyed after its last
-// forward's stream is done with it).
+// On CUDA a warm call enqueues on the stream and returns: no host synchronisation, and no
+// allocation of its own unless XLA's scratch allocator refuses (then a stream-ordered one);
+// a context evicted from the cache is destroyed after its last forward's stream is done
+// with it.
 // Also exported for psa/jax.py: PsaJaxCacheInfo, PsaJaxClearCache, PsaJaxHeaderVersion.
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -39,6 +53,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -380,6 +395,119 @@ Cache& cache() {
   return *instance;
 }
 
+// ---- the CUDA driver, for the fallback workspace ---------------------------------------
+// A few entry points of libcuda.so.1 (the CUDA driver API) by their ABI names; CUresult is an
+// int (0: CUDA_SUCCESS), CUstream/CUcontext opaque pointers, CUdeviceptr 64-bit.
+struct Driver {
+  using Result = int;
+  Result (*stream_get_ctx)(void* stream, void** context) = nullptr;
+  Result (*ctx_push)(void* context) = nullptr;
+  Result (*ctx_pop)(void** context) = nullptr;
+  Result (*mem_alloc_async)(unsigned long long* ptr, size_t bytes, void* stream) = nullptr;
+  Result (*mem_free_async)(unsigned long long ptr, void* stream) = nullptr;
+  Result (*error_name)(Result error, const char** name) = nullptr;
+  std::string missing;  // why the driver cannot be used ("" when it can)
+
+  std::string name(Result r) const {
+    const char* text = nullptr;
+    if (error_name == nullptr || error_name(r, &text) != 0 || text == nullptr) {
+      return "CUresult " + std::to_string(r);
+    }
+    return text;
+  }
+};
+
+const Driver& driver() {
+  static const Driver* instance = [] {
+    auto* d = new Driver();  // never unloaded
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char* why = dlerror();
+      d->missing = std::string("dlopen(libcuda.so.1): ") + (why ? why : "failed");
+      return d;
+    }
+    auto sym = [&](auto& fn, const char* symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, symbol));
+      if (fn == nullptr && d->missing.empty()) {
+        d->missing = std::string("libcuda.so.1 has no ") + symbol;
+      }
+    };
+    sym(d->stream_get_ctx, "cuStreamGetCtx");
+    sym(d->ctx_push, "cuCtxPushCurrent_v2");
+    sym(d->ctx_pop, "cuCtxPopCurrent_v2");
+    sym(d->mem_alloc_async, "cuMemAllocAsync");  // CUDA 11.2+
+    sym(d->mem_free_async, "cuMemFreeAsync");
+    sym(d->error_name, "cuGetErrorName");
+    return d;
+  }();
+  return *instance;
+}
+
+// Makes the context of `stream` current on this thread for its lifetime (XLA runs handlers
+// with the device's context current; this does not rely on it).
+class StreamContext {
+ public:
+  StreamContext(const Driver& d, void* stream) : d_(d) {
+    void* context = nullptr;
+    status_ = d_.stream_get_ctx(stream, &context);
+    if (status_ == 0) {
+      status_ = d_.ctx_push(context);
+      pushed_ = status_ == 0;
+    }
+  }
+  ~StreamContext() {
+    if (pushed_) {
+      void* popped = nullptr;
+      (void)d_.ctx_pop(&popped);
+    }
+  }
+  Driver::Result status() const { return status_; }
+
+ private:
+  const Driver& d_;
+  Driver::Result status_ = 0;
+  bool pushed_ = false;
+};
+
+// A stream-ordered device allocation on `stream`, released (cuMemFreeAsync on that stream)
+// when this goes: after the forwards that use it are enqueued, so the pool hands the memory
+// to later work only once they are done on the stream.
+class AsyncWorkspace {
+ public:
+  AsyncWorkspace() = default;
+  AsyncWorkspace(const AsyncWorkspace&) = delete;
+  AsyncWorkspace& operator=(const AsyncWorkspace&) = delete;
+  ~AsyncWorkspace() {
+    if (ptr_ == 0) return;
+    const Driver& d = driver();
+    StreamContext current(d, stream_);
+    (void)d.mem_free_async(ptr_, stream_);
+  }
+
+  // "" on success, else why not.
+  std::string allocate(void* stream, uint64_t bytes) {
+    const Driver& d = driver();
+    if (!d.missing.empty()) return d.missing;
+    StreamContext current(d, stream);
+    if (current.status() != 0) return "the stream's CUDA context: " + d.name(current.status());
+    unsigned long long ptr = 0;
+    if (Driver::Result r = d.mem_alloc_async(&ptr, static_cast<size_t>(bytes), stream); r != 0) {
+      return "cuMemAllocAsync: " + d.name(r);
+    }
+    ptr_ = ptr;
+    stream_ = stream;
+    return "";
+  }
+  void* data() const { return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr_)); }
+
+ private:
+  unsigned long long ptr_ = 0;
+  void* stream_ = nullptr;
+};
+
+constexpr uint64_t kWorkspaceAlignment = 256;  // what cuMemAllocAsync gives; asked of XLA too
+constexpr uint64_t kScratchAlignment = 16;     // the most XLA_FFI_DeviceMemory_Allocate takes
+
 // ---- buffers --------------------------------------------------------------------------
 std::optional<psa_dtype> to_psa_dtype(ffi::DataType t) {
   switch (t) {
@@ -581,15 +709,26 @@ ffi::Error forward(psa_backend backend, void* stream, int32_t device,
     entry->planned = true;
   }
   void* workspace = nullptr;
+  AsyncWorkspace fallback;  // released after the forwards below are enqueued
   if (entry->needed > 0) {
     if (backend == PSA_BACKEND_CUDA) {
-      std::optional<void*> got = scratch->Allocate(entry->needed, 256);
-      if (!got) {
+      // XLA's scratch allocator first (16-byte alignment at most: align up to 256 here),
+      // then stream-ordered cuMemAllocAsync on the call's stream
+      uint64_t padded = entry->needed + kWorkspaceAlignment - kScratchAlignment;
+      std::optional<void*> got = scratch->Allocate(padded, kScratchAlignment);
+      if (got && *got != nullptr) {
+        uintptr_t p = reinterpret_cast<uintptr_t>(*got);
+        p = (p + kWorkspaceAlignment - 1) & ~static_cast<uintptr_t>(kWorkspaceAlignment - 1);
+        workspace = reinterpret_cast<void*>(p);
+      } else if (std::string why = fallback.allocate(stream, entry->needed); !why.empty()) {
         return ffi::Error(ffi::ErrorCode::kResourceExhausted,
-                          "psa.jax.attention: the FFI scratch allocator could not provide " +
-                              std::to_string(entry->needed) + " bytes of workspace");
+                          "psa.jax.attention: no device memory for " +
+                              std::to_string(entry->needed) +
+                              " bytes of workspace: XLA's FFI scratch allocator refused them "
+                              "and the stream-ordered fallback failed (" + why + ")");
+      } else {
+        workspace = fallback.data();
       }
-      workspace = *got;
     } else {
       if (entry->host_workspace.size() < entry->needed) {
         entry->host_workspace.resize(entry->needed);
