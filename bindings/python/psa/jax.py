@@ -21,8 +21,24 @@ time; what only libpsa rejects (e.g. a head_dim the CUDA kernels lack) raises wh
 runs, with the library's message.
 
 - CPU arrays run on libpsa's CPU backend; CUDA arrays on its CUDA backend, on the stream XLA
-  gives the call, with the workspace from XLA's FFI scratch allocator (device memory that XLA
-  orders after the call), no host synchronisation once a shape is planned.
+  gives the call, no host synchronisation once a shape is planned.
+- Placement follows JAX's rules, eager or jitted: the call runs where its committed inputs
+  live (``jax.device_put(x, device)``, or the output of a computation on that device), so
+  arrays put on ``jax.devices("cpu")[0]`` get the CPU handler even when the default device
+  is a GPU. NumPy arrays and arrays made without a device (``jnp.asarray``, ``jnp.ones``)
+  live on jax's *default* device, i.e. the GPU where jax has one: put them on the CPU
+  explicitly, or create them under ``with jax.default_device(jax.devices("cpu")[0]):``.
+  An eager call whose float32 inputs all sit on a GPU raises TypeError at once (the CUDA
+  backend takes float16/bfloat16); under ``jax.jit`` the placement is only known when the
+  call runs, and libpsa's PSA_ERR_UNSUPPORTED comes back as JAX's runtime error.
+- CUDA workspace: from XLA's FFI scratch allocator (XLA's device allocator, so it counts
+  against XLA's memory and is reused only by work XLA orders after the call); where that
+  allocator refuses, from the device's current CUDA memory pool, stream-ordered on the
+  call's stream (cuMemAllocAsync, cuMemFreeAsync right after the forward is enqueued, as
+  ``psa_sparse_attention`` does). That memory lies outside XLA's preallocated block, so it
+  needs the headroom XLA leaves (``XLA_PYTHON_CLIENT_MEM_FRACTION``, default 0.75); the
+  pool's release threshold (``cudaMemPoolAttrReleaseThreshold``) decides whether it is kept
+  reserved between calls.
 - ``jax.jit``: one trace and compile per shape and argument set; the handler caches its
   contexts (plans) by everything that changes the plan (:func:`cache_info`,
   :func:`clear_cache`), so repeated calls plan nothing.
@@ -265,6 +281,33 @@ def _check_arrays(q: Any, k: Any, v: Any, layout: str) -> Tuple[int, int, int]:
     return bq, hq, lq
 
 
+def _concrete_devices(arrays: Sequence[Any]) -> Optional[set]:
+    """The devices of concrete arrays (an eager call); None when one is a tracer (jit, vmap:
+    XLA places the call when it compiles it)."""
+    devices: set = set()
+    for a in arrays:
+        try:
+            devices.update(a.devices())
+        except Exception:  # a tracer
+            return None
+    return devices
+
+
+def _check_eager_placement(q: Any, k: Any, v: Any) -> None:
+    """An eager float32 call on a GPU: the CUDA backend would refuse it when it runs, with a
+    message that does not say why the arrays are there. Say it now."""
+    if q.dtype != jnp.float32:
+        return
+    devices = _concrete_devices((q, k, v))
+    if devices and all(d.platform in ("gpu", "cuda") for d in devices):
+        raise TypeError(
+            "q, k, v: float32 arrays on %s: libpsa's CUDA backend takes float16 or bfloat16. "
+            "Cast them, or run on the CPU backend with arrays on the CPU: "
+            "jax.device_put(x, jax.devices('cpu')[0]) (NumPy inputs and arrays made without "
+            "a device live on jax's default device)"
+            % ", ".join(sorted(str(d) for d in devices)))
+
+
 def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
               preset: Optional[str] = None, config: ConfigArg = None,
               grid: Optional[Sequence[int]] = None, text_length: int = 0,
@@ -303,6 +346,7 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
         raise TypeError("return_lse = %r: expected a bool" % (return_lse,))
     q, k, v = (x if isinstance(x, jax.Array) else jnp.asarray(x) for x in (q, k, v))
     batch, heads, seq_len = _check_arrays(q, k, v, layout)
+    _check_eager_placement(q, k, v)
     g = _api._check_grid(grid, text_length, seq_len)
     position = int(capi.PSA_TEXT_NONE)
     if g is None:
