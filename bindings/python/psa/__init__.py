@@ -64,6 +64,7 @@ def cuda_available() -> bool:
 
 __all__ = ["Backend", "Config", "Context", "DEFAULT_MODEL", "DType", "Error", "Layout",
            "MaskFormat", "MaskMode", "Method", "Param", "Rearrange", "Stats", "Status",
-           "TextPosition", "TextRule", "attention", "cache_info", "capi", "clear_cache",
-           "cuda_available", "header_version", "library_version", "merge_attention",
-           "param_info", "presets", "sequence_order", "set_cache_capacity", "sparse_attention"]
+           "TextPosition", "TextRule", "TokenOrder", "attention", "cache_info", "capi",
+           "clear_cache", "cuda_available", "header_version", "library_version",
+           "merge_attention", "param_info", "plot_mask", "presets", "sequence_order",
+           "set_cache_capacity", "sparse_attention"]

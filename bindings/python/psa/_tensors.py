@@ -10,7 +10,6 @@ import sys
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from . import capi
-from ._errors import Error
 
 # DLPack device types (dlpack.h DLDeviceType).
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
