@@ -670,8 +670,8 @@ PSA_API psa_status psa_context_level_map_shape(const psa_context* context, int64
  * [in] capacity: bytes available at `levels`.
  * Errors: PSA_ERR_NULL_POINTER (context, levels), PSA_ERR_INVALID_STATE (no forward has
  * run), PSA_ERR_BUFFER_TOO_SMALL (the message gives the size needed), PSA_ERR_CUDA,
- * PSA_ERR_OUT_OF_MEMORY (the map's memory could not be allocated when the shape was planned;
- * planning and forwards succeed regardless).
+ * PSA_ERR_OUT_OF_MEMORY (the map is above 1 GiB, the most a plan keeps, or its memory could
+ * not be allocated when the shape was planned; planning and forwards succeed regardless).
  * Memory: every planned shape of a sparse method keeps its last level map in memory the
  * context owns (batch * heads * q_blocks * k_blocks bytes, allocated when the shape is
  * planned, freed with the plan or the context; device memory on CUDA). The forward only

@@ -39,6 +39,11 @@ struct LevelCounts {
   double stage_ms[7] = {0, 0, 0, 0, 0, 0, 0};
 };
 
+// A plan keeps the level map of its last sparse forward (psa_context_get_level_map) when it
+// is at most this many bytes (batch * heads * q_blocks * k_blocks); a larger shape still plans
+// and runs, and reading its map reports PSA_ERR_OUT_OF_MEMORY naming this bound.
+inline constexpr uint64_t kMaxKeptLevelMapBytes = uint64_t{1} << 30;
+
 class Backend {
  public:
   virtual ~Backend() = default;

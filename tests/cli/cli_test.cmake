@@ -228,7 +228,7 @@ elseif(CASE STREQUAL "run_backend_line")
   psa_expect(0 run --help)
   expect_match("${OUT}" "--backend B +auto \\(CUDA when built in and a device is[ \n]+usable, else CPU\\), cpu or cuda \\(default: auto\\)" "--backend default")
   psa_expect(0 run ${small_run})
-  expect_match("${OUT}" "\n  backend +(cpu: --backend auto: (this libpsa was built without CUDA|no usable CUDA device)|cuda: .* \\(--backend auto: the CUDA backend is built in and a device is usable\\))\n" "auto backend line")
+  expect_match("${OUT}" "\n  backend +(cpu: --backend auto: (this libpsa was built without CUDA|no usable CUDA device[^\n]*)|cuda: .* \\(--backend auto: the CUDA backend is built in and a device is usable\\))\n" "auto backend line")
   psa_expect(0 run ${small_run} --backend cpu --json)
   expect_match("${OUT}" "\"backend\": \"cpu\", \"backend_reason\": \"cpu: asked for with --backend cpu\"" "cpu backend reason")
   # Not a terminal: no progress on stderr.

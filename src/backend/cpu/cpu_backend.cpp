@@ -133,7 +133,8 @@ class CpuBackend final : public Backend {
     if (config.method != PSA_METHOD_DENSE) {
       data->bytes = static_cast<size_t>(plan->problem.batch * plan->problem.heads_q * plan->q_blocks *
                                         plan->k_blocks);
-      data->levels.reset(new (std::nothrow) int8_t[data->bytes]);
+      if (data->bytes <= kMaxKeptLevelMapBytes)
+        data->levels.reset(new (std::nothrow) int8_t[data->bytes]);
     }
     plan->backend_data = std::move(data);
     return PSA_OK;
@@ -299,8 +300,10 @@ class CpuBackend final : public Backend {
     PSA_RETURN_IF(kept == nullptr || kept->bytes == 0, PSA_ERR_INTERNAL,
                   "level map: the plan keeps none (dense method)");
     PSA_RETURN_IF(!kept->levels, PSA_ERR_OUT_OF_MEMORY,
-                  "level map: its %llu bytes could not be allocated when the shape was planned",
-                  static_cast<unsigned long long>(kept->bytes));
+                  "level map: its %llu bytes are above the %llu kept per plan, or could not be "
+                  "allocated when the shape was planned",
+                  static_cast<unsigned long long>(kept->bytes),
+                  static_cast<unsigned long long>(kMaxKeptLevelMapBytes));
     std::memcpy(dst, kept->levels.get(), kept->bytes);
     return PSA_OK;
   }

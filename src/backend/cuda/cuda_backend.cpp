@@ -150,7 +150,8 @@ class CudaBackend final : public Backend {
       data->levels_bytes = static_cast<uint64_t>(pb.batch * pb.heads_q * plan->q_blocks * plan->k_blocks);
       // Best effort: a shape too large for it still plans; reading its map then reports
       // PSA_ERR_OUT_OF_MEMORY.
-      if (cudaMalloc(reinterpret_cast<void**>(&data->levels_kept), data->levels_bytes) != cudaSuccess) {
+      if (data->levels_bytes > kMaxKeptLevelMapBytes ||
+          cudaMalloc(reinterpret_cast<void**>(&data->levels_kept), data->levels_bytes) != cudaSuccess) {
         (void)cudaGetLastError();
         data->levels_kept = nullptr;
       }
@@ -445,8 +446,10 @@ class CudaBackend final : public Backend {
     PSA_RETURN_IF(data == nullptr || data->levels_bytes == 0, PSA_ERR_INTERNAL,
                   "level map: the plan keeps none (dense method)");
     PSA_RETURN_IF(data->levels_kept == nullptr, PSA_ERR_OUT_OF_MEMORY,
-                  "level map: its %llu bytes of device memory could not be allocated when the "
-                  "shape was planned", static_cast<unsigned long long>(data->levels_bytes));
+                  "level map: its %llu bytes are above the %llu kept per plan, or the device "
+                  "memory could not be allocated when the shape was planned",
+                  static_cast<unsigned long long>(data->levels_bytes),
+                  static_cast<unsigned long long>(kMaxKeptLevelMapBytes));
     PSA_CUDA_TRY(cudaStreamSynchronize(last_stream_), "level map: cudaStreamSynchronize");
     PSA_CUDA_TRY(cudaMemcpy(dst, data->levels_kept, data->levels_bytes, cudaMemcpyDeviceToHost),
                  "level map: cudaMemcpy");
