@@ -296,7 +296,7 @@ PSA_API const char* psa_catalog_default_preset(const psa_catalog* catalog, const
     const psa::ModelEntry* m = require_model(catalog, model);
     if (m == nullptr) return nullptr;
     if (m->default_preset.empty()) {
-      // A status, not a silent NULL: the caller can tell "no default" from a bad call.
+      // A status, not a bare NULL: the caller can tell "no default" from a bad call.
       std::string names;
       for (const psa::PresetEntry& p : m->presets) names += (names.empty() ? "" : ", ") + p.name;
       psa::set_error(PSA_ERR_NOT_FOUND,
