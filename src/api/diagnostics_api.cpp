@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "api/guard.h"
+#include "backend/backend.h"
 #include "context/context.h"
 #include "picture/mask_picture.h"
 
@@ -19,6 +20,19 @@ psa_status check_last_forward(const psa_context* ctx) {
 
 int64_t map_elements(const psa::Plan& p) {
   return p.problem.batch * p.problem.heads_q * p.q_blocks * p.k_blocks;
+}
+
+// PSA_ERR_OUT_OF_MEMORY, naming the bound, when the level map is larger than a plan keeps
+// (then there is nothing to read, and nothing is allocated to read it into).
+psa_status check_map_kept(const psa::Plan& p) {
+  const uint64_t bytes = static_cast<uint64_t>(map_elements(p));
+  PSA_RETURN_IF(bytes > psa::kMaxKeptLevelMapBytes, PSA_ERR_OUT_OF_MEMORY,
+                "the level map [%lld, %lld, %lld, %lld] has %llu bytes; a plan keeps at most "
+                "%llu", static_cast<long long>(p.problem.batch),
+                static_cast<long long>(p.problem.heads_q), static_cast<long long>(p.q_blocks),
+                static_cast<long long>(p.k_blocks), static_cast<unsigned long long>(bytes),
+                static_cast<unsigned long long>(psa::kMaxKeptLevelMapBytes));
+  return PSA_OK;
 }
 
 // The whole level map of the last forward into `dst` (host, map_elements bytes).
@@ -75,6 +89,7 @@ PSA_API psa_status psa_context_get_level_map(psa_context* context, int8_t* level
                 static_cast<long long>(context->last_plan->q_blocks),
                 static_cast<long long>(context->last_plan->k_blocks),
                 static_cast<unsigned long long>(need));
+  PSA_TRY(check_map_kept(*context->last_plan));
   // Read into a temporary first: a failing call leaves `levels` unchanged.
   std::vector<int8_t> map(static_cast<size_t>(need));
   PSA_TRY(read_map(context, map.data()));
@@ -165,11 +180,15 @@ PSA_API psa_status psa_context_write_mask_png(psa_context* context, const char* 
                   "query_block = %lld; the last forward has %lld query blocks",
                   static_cast<long long>(query_block), static_cast<long long>(mq));
   }
+  PSA_TRY(check_map_kept(p));
   std::vector<int8_t> map(static_cast<size_t>(map_elements(p)));
   PSA_TRY(read_map(context, map.data()));
   const int8_t* item = map.data() + batch * H * mq * nk;
-  if (view == PSA_MASK_VIEW_BLOCKS)
-    return psa::write_png(psa::render_blocks(item, H, mq, nk, head, cell).image, path);
+  if (view == PSA_MASK_VIEW_BLOCKS) {
+    const psa::BlocksPicture pic = psa::render_blocks(item, H, mq, nk, head, cell);
+    PSA_TRY(psa::check_picture(pic.image, cell));
+    return psa::write_png(pic.image, path);
+  }
   psa::VideoPictureInput in;
   in.row = item + (head * mq + query_block) * nk;
   in.nk = nk;
@@ -185,7 +204,9 @@ PSA_API psa_status psa_context_write_mask_png(psa_context* context, const char* 
   in.len_q = p.problem.len_q;
   in.len_k = p.problem.len_k;
   in.grid = g;
-  return psa::write_png(psa::render_video(in, cell).image, path);
+  const psa::VideoPicture pic = psa::render_video(in, cell);
+  PSA_TRY(psa::check_picture(pic.image, cell));
+  return psa::write_png(pic.image, path);
   PSA_API_END
 }
 
@@ -207,7 +228,9 @@ PSA_API psa_status psa_mask_write_png(const char* path, const int8_t* levels, in
                 static_cast<long long>(heads));
   PSA_RETURN_IF(cell < 0 || cell > 64, PSA_ERR_INVALID_ARGUMENT,
                 "cell = %d; allowed [1, 64], or 0 for automatic", cell);
-  return psa::write_png(psa::render_blocks(levels, heads, q_blocks, k_blocks, head, cell).image, path);
+  const psa::BlocksPicture pic = psa::render_blocks(levels, heads, q_blocks, k_blocks, head, cell);
+  PSA_TRY(psa::check_picture(pic.image, cell));
+  return psa::write_png(pic.image, path);
   PSA_API_END
 }
 

@@ -24,6 +24,12 @@ namespace {
 
 constexpr int32_t kMaxParts = 64;
 
+// Overlap of the byte ranges [a, a + a_bytes) and [b, b + b_bytes).
+bool overlaps(const void* a, uint64_t a_bytes, const void* b, uint64_t b_bytes) {
+  const uint64_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
 bool aligned(const void* p, int64_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
 }
@@ -96,9 +102,31 @@ PSA_API psa_status psa_merge_attention(int32_t count, const psa_tensor_desc* des
   PSA_RETURN_IF(outs == nullptr, PSA_ERR_NULL_POINTER, "outs: must not be NULL");
   PSA_RETURN_IF(lses == nullptr, PSA_ERR_NULL_POINTER, "lses: must not be NULL");
   PSA_RETURN_IF(out == nullptr, PSA_ERR_NULL_POINTER, "out: must not be NULL");
-  psa::Problem problem;
-  PSA_TRY(psa::validate_descriptors(desc, desc, desc, desc, &problem));
+  PSA_TRY(psa::validate_descriptor("desc", desc));
   const int64_t esize = psa::dtype_size(desc->dtype);
+  // Each output is written row by row after that row of every input was read: out may be
+  // one of outs and lse one of lses, but any other overlap would read written rows.
+  const uint64_t out_bytes =
+      static_cast<uint64_t>(psa::tensor_extent(*desc)) * static_cast<uint64_t>(esize);
+  const uint64_t lse_bytes =
+      static_cast<uint64_t>(desc->shape[0] * desc->shape[1] * desc->shape[2]) * 4;
+  for (int32_t i = 0; i < count && outs[i] != nullptr && lses[i] != nullptr; ++i) {
+    PSA_RETURN_IF(outs[i] != out && overlaps(out, out_bytes, outs[i], out_bytes),
+                  PSA_ERR_INVALID_ARGUMENT,
+                  "out: overlaps outs[%d] without being it; out may only be one of outs",
+                  static_cast<int>(i));
+    PSA_RETURN_IF(overlaps(out, out_bytes, lses[i], lse_bytes), PSA_ERR_INVALID_ARGUMENT,
+                  "out: overlaps lses[%d]", static_cast<int>(i));
+    if (lse == nullptr) continue;
+    PSA_RETURN_IF(lses[i] != lse && overlaps(lse, lse_bytes, lses[i], lse_bytes),
+                  PSA_ERR_INVALID_ARGUMENT,
+                  "lse: overlaps lses[%d] without being it; lse may only be one of lses",
+                  static_cast<int>(i));
+    PSA_RETURN_IF(overlaps(lse, lse_bytes, outs[i], out_bytes), PSA_ERR_INVALID_ARGUMENT,
+                  "lse: overlaps outs[%d]", static_cast<int>(i));
+  }
+  PSA_RETURN_IF(lse != nullptr && overlaps(lse, lse_bytes, out, out_bytes),
+                PSA_ERR_INVALID_ARGUMENT, "lse: overlaps out");
   for (int32_t i = 0; i < count; ++i) {
     PSA_RETURN_IF(outs[i] == nullptr, PSA_ERR_NULL_POINTER, "outs[%d]: must not be NULL",
                   static_cast<int>(i));

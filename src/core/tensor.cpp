@@ -149,6 +149,10 @@ psa_status tensor_desc_init(psa_tensor_desc* desc, psa_layout layout, psa_dtype 
   return PSA_OK;
 }
 
+psa_status validate_descriptor(const char* name, const psa_tensor_desc* d) {
+  return check_one(name, d);
+}
+
 psa_status validate_descriptors(const psa_tensor_desc* q, const psa_tensor_desc* k,
                                 const psa_tensor_desc* v, const psa_tensor_desc* out,
                                 Problem* problem) {

@@ -18,6 +18,8 @@ psa_status tensor_desc_init(psa_tensor_desc* desc, psa_layout layout, psa_dtype 
 // Checks: struct_size, dtype known and equal, shapes >= 1, element counts and byte extents
 // fit int64, B equal, Hq % Hkv == 0, k and v shapes equal, D equal, out == q's shape,
 // strides >= 0 with strides[3] == 1.
+// Checks one descriptor alone (dtype, shape, strides, no aliasing); the message names it.
+psa_status validate_descriptor(const char* name, const psa_tensor_desc* d);
 psa_status validate_descriptors(const psa_tensor_desc* q, const psa_tensor_desc* k,
                                 const psa_tensor_desc* v, const psa_tensor_desc* out,
                                 Problem* problem);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/error.h"
+
 namespace psa {
 namespace {
 
@@ -61,7 +63,20 @@ int64_t draw_legend(Image* img, int64_t x, int64_t y, const int64_t* c, int64_t 
   return at - x - 14;
 }
 
+bool too_large(int64_t width, int64_t height) {
+  return width > kMaxPicturePixels || height > kMaxPicturePixels / std::max<int64_t>(width, 1);
+}
+
 }  // namespace
+
+psa_status check_picture(const Image& img, int64_t cell) {
+  PSA_RETURN_IF(img.rgb.empty(), PSA_ERR_INVALID_ARGUMENT,
+                "cell = %lld: the picture would be %lld x %lld pixels, above the %lld a "
+                "picture may have; pass a smaller cell (0 = automatic) or one head",
+                static_cast<long long>(cell), static_cast<long long>(img.width),
+                static_cast<long long>(img.height), static_cast<long long>(kMaxPicturePixels));
+  return PSA_OK;
+}
 
 Rgb level_colour(int level) {
   switch (level) {
@@ -113,6 +128,11 @@ BlocksPicture render_blocks(const int8_t* levels, int64_t heads, int64_t mq, int
                                                  text_width(title_s),
                                                  draw_legend(nullptr, 0, 0, all, per_head * count_heads)});
   const int64_t height = 2 * kMargin + header + grid_rows * slot_h + (grid_rows - 1) * kPanelGap;
+  if (too_large(width, height)) {
+    pic.image.width = width;
+    pic.image.height = height;
+    return pic;
+  }
   pic.image = Image(width, height);
   Image& img = pic.image;
   draw_text(&img, kMargin, kMargin, title_s, kBlack);
@@ -186,6 +206,11 @@ VideoPicture render_video(const VideoPictureInput& in, int64_t cell) {
   pic.text_per_row = std::max<int64_t>(1, content_w / pic.cell);
   const int64_t text_rows = (text_tokens + pic.text_per_row - 1) / pic.text_per_row;
   const int64_t text_h = text_tokens > 0 ? kPanelGap + kLineHeight + text_rows * pic.cell : 0;
+  if (too_large(2 * kMargin + content_w, 2 * kMargin + header + frames_h + text_h)) {
+    pic.image.width = 2 * kMargin + content_w;
+    pic.image.height = 2 * kMargin + header + frames_h + text_h;
+    return pic;
+  }
   pic.image = Image(2 * kMargin + content_w, 2 * kMargin + header + frames_h + text_h);
   Image& img = pic.image;
   draw_text(&img, kMargin, kMargin, title_s, kBlack);

@@ -22,6 +22,9 @@ constexpr int64_t kMargin = 8;         // around everything
 constexpr int64_t kLineHeight = 12;    // one line of text (7 px glyphs + 5 px gap)
 constexpr int64_t kPanelGap = 16;      // between panels / frames
 constexpr int64_t kMaxBlocksShown = 1024;  // larger maps are downsampled (blocks view)
+// Pictures above this many pixels are not drawn: render_* return an image with its size
+// and no pixels, and check_picture names the size (instead of asking for any allocation).
+constexpr int64_t kMaxPicturePixels = int64_t{1} << 28;
 
 // Where one panel (head) of a blocks picture lies.
 struct PanelPlace {
@@ -61,6 +64,9 @@ struct VideoPicture {
 VideoPicture render_video(const VideoPictureInput& in, int64_t cell);
 
 // Caller token index -> its video coordinates; false for a text token.
+// PSA_ERR_INVALID_ARGUMENT naming `cell` and the size when render_* declined to draw.
+psa_status check_picture(const Image& img, int64_t cell);
+
 bool token_to_video(const VideoGeometry& g, int64_t token, int64_t* t, int64_t* y, int64_t* x);
 
 }  // namespace psa
