@@ -17,6 +17,8 @@ from ._config import Config, Method, Value
 from ._context import Context, StreamLike, check_out, check_same_device, stream_handle
 from ._tensors import Tensor, allocate, describe, describe_flat, framework_stream, parse_layout
 
+_INT64_MAX = 2**63 - 1
+
 DEFAULT_MODEL = "Wan2.1_1.3b"
 """The model whose default preset psa.attention uses when given no model and no config."""
 
@@ -227,7 +229,8 @@ def _run(key_extra: Hashable, make_config: Any, q: Any, k: Any, v: Any, layout: 
     tk = describe(k, names[1], layout)
     tv = describe(v, names[2], layout)
     check_same_device(tq, ((names[1], tk), (names[2], tv)), first_name=names[0])
-    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or
+                             not 0 <= step <= _INT64_MAX):
         raise ValueError("step = %r: expected None (sparse) or an int >= 0" % (step,))
     if not isinstance(return_lse, bool):
         raise TypeError("return_lse = %r: expected a bool" % (return_lse,))
@@ -254,6 +257,9 @@ def _run(key_extra: Hashable, make_config: Any, q: Any, k: Any, v: Any, layout: 
         ctx = Context(cfg, backend=device, device=tq.device_id if device == "cuda" else -1)
         if grid is not None:
             ctx.set_video_grid(*grid)
+        # Rejects what libpsa cannot run (zero strides, absurd shapes) before anything is
+        # allocated for it.
+        capi.psa_check_supported(ctx.handle, tq.desc, tk.desc, tv.desc, None)
         return _Entry(ctx, int(cfg["warmup_steps"]), device)
 
     template = _gpu_allocator_template(tq, q) if device == "cuda" else q
@@ -261,7 +267,14 @@ def _run(key_extra: Hashable, make_config: Any, q: Any, k: Any, v: Any, layout: 
         raise TypeError("out: a %s array cannot be allocated here; pass out= (a writable "
                         "CUDA array of q's shape and dtype)" % type(q).__name__)
     entry = _CACHE.get(key, make)
-    with entry.lock:
+    while True:
+        entry.lock.acquire()
+        if entry.context._handle is not None:
+            break
+        # clear_cache() or an eviction retired it meanwhile: plan again.
+        entry.lock.release()
+        entry = _CACHE.get(key, make)
+    try:
         ctx = entry.context
         handle = ctx.handle
         if out is None:
@@ -293,6 +306,8 @@ def _run(key_extra: Hashable, make_config: Any, q: Any, k: Any, v: Any, layout: 
                                    tv.address, to.desc, to.address, lse_address or None,
                                    ws_address or None, needed, stream_int or None)
         del ws_keep, lse_keep
+    finally:
+        entry.lock.release()
     return (out, lse_obj) if return_lse else out
 
 
@@ -308,7 +323,7 @@ def _check_grid(grid: Optional[Sequence[int]], text_length: int, seq_len: int,
     try:
         t, h, w = (int(x) for x in grid)
         valid = all(not isinstance(x, bool) and int(x) == x for x in grid)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         valid = False
     if not valid or min(t, h, w) < 1:
         raise ValueError("%s = %r: expected three ints (t, h, w) >= 1" % (what, grid))
@@ -362,7 +377,7 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
     """
     cfg = _resolve_config(model, preset, config)
     for name, value in (("head_offset", head_offset), ("batch_offset", batch_offset)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT64_MAX:
             raise ValueError("%s = %r: expected an int >= 0" % (name, value))
         if value:
             cfg[name] = value
@@ -441,7 +456,8 @@ def sparse_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
     """
     if attn_mask is not None:
         raise ValueError("attn_mask: must be None (block-sparse masks come from sparse_type)")
-    if sparse_type not in _SPARSE_TYPES:
+    if not (sparse_type is None or isinstance(sparse_type, str)) or \
+            sparse_type not in _SPARSE_TYPES:
         raise ValueError("sparse_type = %r: expected None, 'rf_v2' or 'ada_bsa'"
                          % (sparse_type,))
     method = _SPARSE_TYPES[sparse_type]

@@ -152,11 +152,22 @@ Value = Union[int, float, bool, str, _WordEnum]
 Key = Union[str, int]
 
 
+def check_text(name: str, value: Optional[str]) -> None:
+    """ValueError naming the argument when a string holds a NUL character (C would read
+    only the part before it)."""
+    if isinstance(value, str) and "\0" in value:
+        raise ValueError("%s = %r: must not contain a NUL character" % (name, value))
+
+
 def _param_id(key: Key) -> int:
     if isinstance(key, str):
+        check_text("config key", key)
         return int(capi.psa_param_from_name(key))
     if isinstance(key, bool) or not isinstance(key, int):
         raise TypeError("config key %r: expected a parameter name (str) or psa.Param" % (key,))
+    if not 0 <= key < int(capi.PSA_PARAM_COUNT_):
+        raise ValueError("config key %r: expected a psa.Param in 0..%d"
+                         % (key, int(capi.PSA_PARAM_COUNT_) - 1))
     return int(key)
 
 
@@ -199,6 +210,8 @@ class Config:
         text `yaml`. Raises psa.Error (PSA_ERR_NOT_FOUND lists the models/presets)."""
         if path is not None and yaml is not None:
             raise ValueError("pass path= or yaml=, not both")
+        for arg, text in (("model", model), ("preset", preset), ("path", path)):
+            check_text(arg, text)
         if path is not None:
             return cls(capi.psa_config_load_file(str(path), model, preset))
         if yaml is not None:
@@ -244,9 +257,13 @@ class Config:
             value = _ENUM_PARAMS[name].parse(value, name)  # type: ignore[arg-type]
         elif isinstance(value, str):
             raise ValueError("%s = %r: expected a number" % (name, value))
+        elif not isinstance(value, (int, float)):
+            raise TypeError("%s = %r: expected a number" % (name, value))
         if is_int:
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError("%s = %r: expected an integer" % (name, value))
+            if not -2**63 <= value < 2**63:
+                raise ValueError("%s = %r: outside int64" % (name, value))
             capi.psa_config_set_int(self._handle, pid, int(value))
         else:
             capi.psa_config_set_double(self._handle, pid, float(value))

@@ -177,9 +177,15 @@ class Context:
         ``use_rearrange = False``; see psa_context_sequence_order."""
         import numpy as np
 
-        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
+        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or \
+                not 1 <= seq_len <= 2**63 - 1:
             raise ValueError("seq_len = %r: expected an int >= 1" % (seq_len,))
-        order = np.empty((seq_len,), dtype=np.int64)
+        capi.psa_context_sequence_order(self.handle, seq_len, None)  # seq_len vs the grid
+        try:
+            order = np.empty((seq_len,), dtype=np.int64)
+        except (MemoryError, ValueError):
+            raise Error(capi.PSA_ERR_OUT_OF_MEMORY, "seq_len = %d: the order needs %d bytes, "
+                        "which cannot be allocated" % (seq_len, 8 * seq_len)) from None
         begin, end = capi.psa_context_sequence_order(self.handle, seq_len,
                                                      int(order.ctypes.data))
         return order, int(begin), int(end)
@@ -267,6 +273,8 @@ class Context:
         tv = describe(v, "v", layout, stream_int)
         check_same_device(tq, (("k", tk), ("v", tv)))
         if out is None:
+            # What libpsa would reject (zero strides, absurd shapes) is never allocated for.
+            capi.psa_check_supported(handle, tq.desc, tk.desc, tv.desc, None)
             out = allocate(q, tq.device)
         to = describe(out, "out", layout, stream_int)
         check_out(tq, to)
@@ -276,6 +284,9 @@ class Context:
             lse_obj = (allocate(q, tq.device, shape=(batch, heads, seq), float32=True)
                        if lse is True else lse)
             lse_address, lse_bytes, _, lse_keep = describe_flat(lse_obj, "lse", stream_int)
+            lse_dtype = getattr(lse_obj, "dtype", None)
+            if lse_dtype is not None and "float32" not in str(lse_dtype):
+                raise ValueError("lse: dtype %s; expected float32" % (lse_dtype,))
             if lse_bytes < 4 * batch * heads * seq:
                 raise ValueError("lse: %d bytes; need %d (float32 [%d, %d, %d])"
                                  % (lse_bytes, 4 * batch * heads * seq, batch, heads, seq))

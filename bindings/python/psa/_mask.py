@@ -37,7 +37,7 @@ def level_map(handle: Any) -> Any:
 def token_order(handle: Any, sequence: str = "keys") -> TokenOrder:
     import numpy as np
 
-    if sequence not in _SEQUENCES:
+    if not isinstance(sequence, str) or sequence not in _SEQUENCES:
         raise ValueError("sequence = %r: expected 'keys' or 'queries'" % (sequence,))
     which = _SEQUENCES[sequence]
     length, _, _ = capi.psa_context_get_token_order(handle, which, None, 0)
@@ -59,9 +59,27 @@ def plot_mask(source: Any, path: Union[str, "os.PathLike[str]"], view: str = "bl
     block of the video view (default: the block of the grid's centre). `cell`: pixels per
     block or token, 0 = automatic. The picture is drawn by libpsa, as ``psa mask`` draws it.
     """
-    if view not in _VIEWS:
+    if not isinstance(view, str) or view not in _VIEWS:
         raise ValueError("view = %r: expected 'blocks' or 'video'" % (view,))
     target = os.fspath(path)
+    if isinstance(target, bytes):
+        target = os.fsdecode(target)
+    if "\0" in target:
+        raise ValueError("path = %r: must not contain a NUL character" % (target,))
+    for name, value, low in (("batch", batch, 0), ("head", head, -1),
+                             ("query_block", query_block, -1), ("cell", cell, 0)):
+        if value is None and name in ("head", "query_block"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError("%s = %r: expected an int" % (name, value))
+        if not low <= value <= (64 if name == "cell" else 2**63 - 1):
+            raise ValueError("%s = %r: out of range" % (name, value))
+    if query_position is not None:
+        position = list(query_position)
+        if len(position) != 3 or any(isinstance(x, bool) or not isinstance(x, int) or
+                                     not 0 <= x <= 2**63 - 1 for x in position):
+            raise ValueError("query_position = %r: expected three ints (t, h, w) >= 0"
+                             % (query_position,))
     handle = getattr(source, "handle", None)
     if handle is not None:
         h = head if head is not None else (0 if view == "video" else -1)
@@ -76,6 +94,9 @@ def plot_mask(source: Any, path: Union[str, "os.PathLike[str]"], view: str = "bl
         raise ValueError("view = 'video' needs a psa.Context (the token order and video grid)")
     levels = np.ascontiguousarray(source, dtype=np.int8)
     if levels.ndim == 4:
+        if batch >= levels.shape[0]:
+            raise ValueError("batch = %d: the level map has %d batch items"
+                             % (batch, levels.shape[0]))
         levels = np.ascontiguousarray(levels[batch])
     if levels.ndim != 3:
         raise ValueError("levels: expected [heads, q_blocks, k_blocks] or "

@@ -146,7 +146,7 @@ def sequence_order(grid: Sequence[int], *, text_length: int = 0,
         raise ValueError("grid: expected (t, h, w)")
     try:
         total = int(grid[0]) * int(grid[1]) * int(grid[2]) + int(text_length)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         raise ValueError("grid = %r: expected three ints (t, h, w) >= 1" % (grid,)) from None
     t, h, w = _check_grid(grid, text_length, total)  # type: ignore[misc]
     if text_first is None:

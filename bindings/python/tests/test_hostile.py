@@ -1,0 +1,180 @@
+# bindings/python/tests/test_hostile.py -- hostile arguments to the one-call layer, the
+# sequence-parallel helpers and the diagnostics: each fails with psa.Error, TypeError or
+# ValueError naming the argument (never MemoryError, OverflowError or IndexError), and writes
+# nothing.
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import psa
+
+
+def _qkv(length=256):
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 2, length, 32)).astype(np.float32)
+    return q, q.copy(), q.copy()
+
+
+def _fake_huge():
+    """A stride-0 array claiming 2^60 elements (4 EiB): never to be allocated for."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.float32),
+                                           shape=(2**20, 2**20, 2**20, 1), strides=(0, 0, 0, 4))
+
+
+@pytest.mark.parametrize("call", ["attention", "sparse_attention", "forward"])
+def test_huge_broadcast_is_refused_before_allocating(call):
+    big = _fake_huge()
+    with pytest.raises(psa.Error, match="strides"):
+        if call == "attention":
+            psa.attention(big, big, big)
+        elif call == "sparse_attention":
+            psa.sparse_attention(big, big, big)
+        else:
+            with psa.Context(psa.Config(), backend="cpu") as ctx:
+                ctx.forward(big, big, big)
+
+
+@pytest.mark.parametrize("grid", [(float("inf"), 16, 16), (float("nan"), 16, 16)])
+def test_grid_of_non_finite_floats(grid):
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="grid"):
+        psa.attention(q, k, v, grid=grid)
+    with pytest.raises(ValueError, match="latent_shape_q"):
+        psa.sparse_attention(q, k, v, sparse_type="rf_v2", latent_shape_q=grid)
+    with pytest.raises(ValueError, match="grid"):
+        psa.sequence_order(grid)
+
+
+@pytest.mark.parametrize("name", ["step", "head_offset", "batch_offset"])
+def test_ints_beyond_int64(name):
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match=name):
+        psa.attention(q, k, v, **{name: 2**70})
+
+
+def test_lse_buffer_of_another_dtype():
+    q, k, v = _qkv()
+    with psa.Context(psa.Config(), backend="cpu") as ctx:
+        for lse in (np.full(1024, 7.0, np.float64), np.full(2048, 7, np.int8)):
+            with pytest.raises(ValueError, match="lse: dtype"):
+                ctx.forward(q, k, v, lse=lse)
+            assert (lse == 7).all()
+
+
+def test_sequence_order_too_long_to_allocate():
+    with psa.Context(psa.Config.load("Wan2.1_1.3b"), backend="cpu") as ctx:
+        ctx.set_video_grid(1, 4, 4)
+        with pytest.raises(psa.Error, match="seq_len"):
+            ctx.sequence_order(2**40)        # does not match the grid: no allocation
+        ctx.clear_video_grid()
+        with pytest.raises(psa.Error, match="seq_len"):
+            ctx.sequence_order(2**62)        # identity of 2^62 tokens: cannot be allocated
+        with pytest.raises(ValueError, match="seq_len"):
+            ctx.sequence_order(2**70)
+    with pytest.raises(psa.Error):
+        psa.sequence_order((1, 2**20, 2**20))
+
+
+def test_config_keys_and_values():
+    cfg = psa.Config()
+    with pytest.raises(ValueError, match="NUL"):
+        cfg["seed\0anything"] = 1
+    with pytest.raises(ValueError, match="NUL"):
+        cfg["seed\0anything"]
+    with pytest.raises(ValueError, match="NUL"):
+        psa.Config.load("Wan2.1_1.3b\0junk")
+    with pytest.raises(ValueError, match="NUL"):
+        psa.Context("Wan2.1_1.3b\0junk", backend="cpu")
+    with pytest.raises(ValueError, match="config key"):
+        cfg[2**70]
+    for key, value in (("seed", [1]), ("sparsity", None), ("sparsity", 1j), ("seed", {})):
+        with pytest.raises(TypeError, match=key):
+            cfg[key] = value
+    for value in (2**70, 1e30, -2**64):
+        with pytest.raises(ValueError, match="seed"):
+            cfg["seed"] = value
+    assert cfg["seed"] == 0
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="NUL"):
+        psa.attention(q, k, v, config={"seed\0x": 1})
+
+
+def test_plot_mask_arguments(tmp_path):
+    q, k, v = _qkv()
+    with psa.Context(psa.Config(), backend="cpu") as ctx:
+        ctx.forward(q, k, v)
+        target = tmp_path / "m.png"
+        with pytest.raises(ValueError, match="NUL"):
+            psa.plot_mask(ctx, str(target) + "\0.zzz")
+        assert not target.exists()
+        for kwargs, name in (({"batch": 2**70}, "batch"), ({"cell": 2**40}, "cell"),
+                             ({"batch": 2.5}, "batch"), ({"head": True}, "head"),
+                             ({"query_position": (2**70, 1, 1)}, "query_position")):
+            with pytest.raises((TypeError, ValueError), match=name):
+                psa.plot_mask(ctx, target, view="video" if "query_position" in kwargs
+                              else "blocks", **kwargs)
+        assert not target.exists()
+        with pytest.raises(ValueError, match="view"):
+            psa.plot_mask(ctx, target, view=[])
+        with pytest.raises(ValueError, match="sequence"):
+            ctx.token_order([])
+        with pytest.raises(psa.Error, match="path"):
+            psa.plot_mask(ctx, tmp_path)
+    levels = np.ones((1, 2, 3, 4), np.int8)
+    for batch in (5, 1.5):
+        with pytest.raises((TypeError, ValueError), match="batch"):
+            psa.plot_mask(levels, target, batch=batch)
+    with pytest.raises(psa.Error, match="cell = 64"):
+        psa.plot_mask(np.ones((64, 1024, 1024), np.int8), target, cell=64)
+    assert not target.exists()
+
+
+def test_sparse_type_unhashable():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="sparse_type"):
+        psa.sparse_attention(q, k, v, sparse_type=[])
+
+
+def test_merge_out_overlapping_a_part():
+    rng = np.random.default_rng(1)
+    buf = np.zeros((1, 2, 9, 4), np.float32)
+    buf[:, :, :8] = rng.standard_normal((1, 2, 8, 4))
+    before = buf.copy()
+    other = rng.standard_normal((1, 2, 8, 4)).astype(np.float32)
+    lse = np.zeros((1, 2, 8), np.float32)
+    with pytest.raises(psa.Error, match="out: overlaps outs"):
+        psa.merge_attention([buf[:, :, :8], other], [lse, lse.copy()], out=buf[:, :, 1:])
+    np.testing.assert_array_equal(buf, before)
+
+
+def test_merge_names_the_parts_descriptor():
+    with pytest.raises(psa.Error, match="desc"):
+        psa.merge_attention([np.zeros((1, 0, 8, 4), np.float32)], [np.zeros((1, 0, 8),
+                                                                            np.float32)])
+
+
+def test_clear_cache_while_calls_run():
+    q, k, v = _qkv()
+    errors = []
+
+    def work():
+        for _ in range(20):
+            try:
+                psa.attention(q, k, v)
+            except Exception as e:  # noqa: BLE001 -- collected and asserted below
+                errors.append(repr(e))
+
+    def clear():
+        for i in range(40):
+            psa.clear_cache()
+            psa.set_cache_capacity(1 + i % 3)
+
+    threads = [threading.Thread(target=work) for _ in range(3)] + [threading.Thread(target=clear)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    psa.set_cache_capacity(64)
+    assert errors == []
