@@ -50,6 +50,13 @@ first run). How steps are counted (``step_source``):
 :func:`stats` reports each transformer's step, grid and dense/sparse call counts (the call
 counts cover eager forwards only: a compiled transformer does not update them).
 
+Sequence parallelism (Wan): ``enable_psa(..., parallel={"ulysses_degree": 2,
+"ring_degree": 2})`` or :func:`psa.distributed.enable_sequence_parallel` shard the tokens
+after the patch embedding (RoPE tables, hidden states, a per-token timestep) in the preset's
+token order, run the blocks on each rank's share with self-attention through
+:class:`psa.distributed.SequenceParallel`, and gather the output of ``proj_out`` before
+unpatchify: every rank returns the single-process output.
+
 Supported versions: diffusers 0.42 (tested with 0.42.1, torch 2.15.0); the processors
 mirror that version's ``WanAttnProcessor`` and ``CogVideoXAttnProcessor2_0``, and
 :func:`enable_psa` refuses attention processors of any other class. Versions before 0.35
@@ -110,6 +117,12 @@ class _State:
         self.forwards = 0
         self.originals: Dict[str, Any] = {}   # attention module name -> original processor
         self.hook: Any = None
+        # sequence parallelism (enable_psa(parallel=...)): the SequenceParallel arguments,
+        # one SequenceParallel per grid, the one of the current forward, the shard hooks
+        self.parallel: Optional[Dict[str, Any]] = None
+        self.sp_by_grid: Dict[Tuple[int, int, int], Any] = {}
+        self.sp: Any = None
+        self.parallel_hooks: List[Any] = []
 
     def set_step(self, step: int) -> None:
         self.step = step
@@ -223,6 +236,8 @@ def _psa(state: _State, query: torch.Tensor, key: torch.Tensor, value: torch.Ten
         raise RuntimeError("psa.diffusers: no video grid (the processor ran outside its "
                            "transformer's forward)")
     seq = query.shape[1] if layout == "blhd" else query.shape[2]
+    if state.sp is not None:
+        seq = state.sp.seq_len  # the local shard's length is checked by SequenceParallel
     if grid[0] * grid[1] * grid[2] + text_length != seq:
         raise ValueError("psa.diffusers: the self-attention sequence has %d tokens but the "
                          "latent grid %r%s gives %d (sequence split or changed by another "
@@ -234,6 +249,10 @@ def _psa(state: _State, query: torch.Tensor, key: torch.Tensor, value: torch.Ten
             state.dense_calls += 1
         else:
             state.sparse_calls += 1
+    if state.sp is not None:  # this rank's tokens of the whole sequence (psa.distributed)
+        parallel_out: torch.Tensor = state.sp.attention(
+            query, key, value, layout=layout, step=0 if state.dense else None)
+        return parallel_out
     out: torch.Tensor = psa_torch.attention(
         query, key, value, config=state.key, grid=grid, text_length=text_length,
         text_first=state.text_first, layout=layout, step=0 if state.dense else None)
@@ -419,8 +438,92 @@ def _unwrap_scheduler(scheduler: Any) -> None:
     del scheduler._psa_wrapped
 
 
+# ---- sequence parallelism -----------------------------------------------------------------
+_PARALLEL_KEYS = ("ulysses_degree", "ring_degree", "group", "ring_impl", "timeout")
+
+
+def _parallel_args(parallel: Any) -> Dict[str, Any]:
+    if not isinstance(parallel, dict):
+        raise TypeError("parallel = %r: expected a dict of psa.distributed.SequenceParallel "
+                        "arguments (%s)" % (parallel, ", ".join(_PARALLEL_KEYS)))
+    unknown = sorted(set(parallel) - set(_PARALLEL_KEYS))
+    if unknown:
+        raise TypeError("parallel: unknown key(s) %s; expected %s"
+                        % (", ".join(unknown), ", ".join(_PARALLEL_KEYS)))
+    return dict(parallel)
+
+
+def _sequence_parallel(state: _State, grid: Tuple[int, int, int]) -> Any:
+    """The SequenceParallel of `grid` (one per grid; constructing one is collective, and
+    every rank's forward sees the same latent shape)."""
+    sp = state.sp_by_grid.get(grid)
+    if sp is None:
+        from .distributed import SequenceParallel
+
+        assert state.parallel is not None
+        sp = SequenceParallel(grid=grid, config=psa_torch.config_from_key(state.key),
+                              **state.parallel)
+        state.sp_by_grid[grid] = sp
+    return sp
+
+
+def _install_parallel_hooks(state: _State, transformer: Any) -> None:
+    """Wan: the sequence is sharded where it first exists as tokens (the RoPE tables at the
+    output of ``rope``, the patch embedding at the input of ``blocks.0``, a per-token timestep
+    at the transformer's input) and gathered at the output of ``proj_out``, before
+    unpatchify: the blocks, the output norm and the projection run on this rank's tokens in
+    the preset's token order, and self-attention runs through SequenceParallel."""
+    def enter(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        state.sp = None
+        if state.grid is None:
+            return None
+        sp = _sequence_parallel(state, state.grid)
+        state.sp = sp
+        name = "timestep"
+        timestep = _argument(args, kwargs, _WAN_ARGS, name)
+        if isinstance(timestep, torch.Tensor) and timestep.dim() == 2:  # per token (Wan2.2)
+            local = sp.shard(timestep, dim=1)
+            if name in kwargs:
+                kwargs = dict(kwargs, timestep=local)
+            else:
+                index = _WAN_ARGS.index(name)
+                args = args[:index] + (local,) + args[index + 1:]
+            return args, kwargs
+        return None
+
+    def leave(module: Any, args: Tuple[Any, ...], output: Any) -> None:
+        state.sp = None
+
+    def rope(module: Any, args: Tuple[Any, ...], output: Any) -> Any:
+        if state.sp is None:
+            return None
+        return tuple(state.sp.shard(x, dim=1) for x in output)
+
+    def first_block(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        if state.sp is None:
+            return None
+        if "hidden_states" in kwargs:
+            return args, dict(kwargs, hidden_states=state.sp.shard(kwargs["hidden_states"],
+                                                                    dim=1))
+        return (state.sp.shard(args[0], dim=1),) + args[1:], kwargs
+
+    def proj_out(module: Any, args: Tuple[Any, ...], output: Any) -> Any:
+        if state.sp is None:
+            return None
+        return state.sp.gather(output, dim=1)
+
+    state.parallel_hooks = [
+        transformer.register_forward_pre_hook(enter, with_kwargs=True),
+        transformer.register_forward_hook(leave),
+        transformer.rope.register_forward_hook(rope),
+        transformer.blocks[0].register_forward_pre_hook(first_block, with_kwargs=True),
+        transformer.proj_out.register_forward_hook(proj_out),
+    ]
+
+
 def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] = None, *,
-               step_source: str = "auto", **overrides: Value) -> None:
+               step_source: str = "auto", parallel: Optional[Dict[str, Any]] = None,
+               **overrides: Value) -> None:
     """Runs the self-attention of `target` (a pipeline with ``transformer`` and, for Wan2.2
     A14B, ``transformer_2``; or one transformer) through libpsa.
 
@@ -432,6 +535,12 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
     overrides: parameters set on the preset (``warmup_steps=0``, or
         ``**{"mask_ratios.1": 0.3}`` for dotted names).
     step_source: "auto", "scheduler", "timestep" or "manual" (see the module doc).
+    parallel: runs the transformer sequence-parallel over torch.distributed (Wan only):
+        a dict of :class:`psa.distributed.SequenceParallel` arguments (``ulysses_degree``,
+        ``ring_degree``, ``group``, ``ring_impl``, ``timeout``); every rank of the group
+        calls enable_psa and the transformer with the same inputs and gets the whole
+        output, the one a single process gives (see :func:`psa.distributed.
+        enable_sequence_parallel`).
 
     Raises before any forward: TypeError for an unsupported pipeline, transformer or
     processor class, psa.Error naming an unknown model, preset or parameter. Calling it on an
@@ -442,6 +551,19 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
                          % (step_source, ", ".join(repr(s) for s in _STEP_SOURCES)))
     transformers, scheduler, is_pipeline = _transformers(target)
     kinds = [_kind_of(t) for t in transformers]
+    parallel_args = None
+    if parallel is not None:
+        parallel_args = _parallel_args(parallel)
+        for transformer, kind in zip(transformers, kinds):
+            if kind != "wan":
+                raise TypeError("parallel: sequence parallelism supports "
+                                "WanTransformer3DModel; %s keeps its text tokens in a "
+                                "separate stream (run it on one process)"
+                                % type(transformer).__name__)
+            if getattr(transformer, "_parallel_config", None) is not None:
+                raise RuntimeError("parallel: %s already runs diffusers' context "
+                                   "parallelism (enable_parallelism); use one or the other"
+                                   % type(transformer).__name__)
     source = step_source
     if source == "auto":
         source = "scheduler" if is_pipeline and scheduler is not None else "timestep"
@@ -459,6 +581,11 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
                         % (name, preset, dict(overrides), e.message)) from None
         warmup = int(psa_torch.config_from_key(key)["warmup_steps"])
         plans.append((transformer, kind, name, key, warmup))
+    if parallel_args is not None:  # degrees and the process group, checked on every rank
+        from .distributed import SequenceParallel
+
+        for _, _, _, key, _ in plans:
+            SequenceParallel(config=psa_torch.config_from_key(key), **parallel_args)
     disable_psa(target)
     # Check every transformer's processors before changing any.
     modules = [_self_attention_modules(t, kind) for t, kind, _, _, _ in plans]
@@ -471,6 +598,9 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
             attn.set_processor(cls(state, attn.processor))
         state.hook = transformer.register_forward_pre_hook(_make_pre_hook(state),
                                                            with_kwargs=True)
+        if parallel_args is not None:
+            state.parallel = parallel_args
+            _install_parallel_hooks(state, transformer)
         transformer.__dict__[_STATE_ATTR] = state
         states.append(state)
     if source == "scheduler":
@@ -489,6 +619,8 @@ def disable_psa(target: Any) -> None:
             transformer.get_submodule(path).set_processor(original)
         if state.hook is not None:
             state.hook.remove()
+        for hook in state.parallel_hooks:
+            hook.remove()
         del transformer.__dict__[_STATE_ATTR]
     if scheduler is not None:
         _unwrap_scheduler(scheduler)
@@ -531,5 +663,7 @@ def stats(target: Any) -> List[Dict[str, Any]]:
     return [{"model": s.model, "config": s.key, "step": s.step, "dense": s.dense,
              "warmup_steps": s.warmup_steps, "grid": s.grid, "forwards": s.forwards,
              "dense_calls": s.dense_calls, "sparse_calls": s.sparse_calls,
-             "step_source": s.step_source} for s in _states(target)]
+             "step_source": s.step_source,
+             "parallel": None if s.parallel is None else
+             {k: v for k, v in s.parallel.items() if k != "group"}} for s in _states(target)]
 

@@ -53,7 +53,8 @@ from ._api import DEFAULT_MODEL, ConfigLike
 from ._config import Config, Method
 from ._parallel import merge_attention, sequence_order
 
-__all__ = ["SequenceParallel", "SequenceParallelError", "shard_bounds"]
+__all__ = ["SequenceParallel", "SequenceParallelError", "shard_bounds",
+           "enable_sequence_parallel"]
 
 
 class SequenceParallelError(RuntimeError):
@@ -87,6 +88,9 @@ def shard_bounds(seq_len: int, ulysses_degree: int, ring_degree: int,
             b = min(r0 + (u + 1) * piece, r1)
             bounds.append((a, b))
     return bounds
+
+
+_SUBGROUPS: Dict[Tuple[Any, ...], Tuple[List[Any], List[Any]]] = {}
 
 
 def _rank_list(group: Any) -> List[int]:
@@ -163,18 +167,25 @@ class SequenceParallel:
         self.ring_impl = ring_impl
         self.timeout = float(timeout)
         # Subgroups: every rank creates every subgroup in the same order (new_group is
-        # collective over the world).
-        self._ulysses_group = self._ring_group = None
-        for r in range(R):
-            members = [ranks[r * U + u] for u in range(U)]
-            g = dist.new_group(members) if U > 1 and U < dist.get_world_size() else group
-            if r == self.ring_index:
-                self._ulysses_group = g
-        for u in range(U):
-            members = [ranks[r * U + u] for r in range(R)]
-            g = dist.new_group(members) if R > 1 and R < dist.get_world_size() else group
-            if u == self.ulysses_index:
-                self._ring_group = g
+        # collective over the world); a later SequenceParallel of the same ranks and degrees
+        # (e.g. one per video grid) reuses them, on every rank alike.
+        groups_key = (tuple(ranks), U, R, id(dist.distributed_c10d._get_default_group()))
+        cached = _SUBGROUPS.get(groups_key)
+        if cached is None:
+            ulysses_groups = []
+            for r in range(R):
+                members = [ranks[r * U + u] for u in range(U)]
+                ulysses_groups.append(dist.new_group(members)
+                                      if U > 1 and U < dist.get_world_size() else group)
+            ring_groups = []
+            for u in range(U):
+                members = [ranks[r * U + u] for r in range(R)]
+                ring_groups.append(dist.new_group(members)
+                                   if R > 1 and R < dist.get_world_size() else group)
+            cached = (ulysses_groups, ring_groups)
+            _SUBGROUPS[groups_key] = cached
+        self._ulysses_group = cached[0][self.ring_index]
+        self._ring_group = cached[1][self.ulysses_index]
         self._ulysses_ranks = [ranks[self.ring_index * U + u] for u in range(U)]
         self._ring_ranks = [ranks[r * U + self.ulysses_index] for r in range(R)]
 
@@ -509,3 +520,28 @@ def _heads_to_seq(x: torch.Tensor, lengths: List[int], U: int, group: Any) -> to
     me = dist.get_rank(group)
     out = recv.permute(1, 2, 0, 3, 4).reshape(B, cap, U * Hu, D)
     return out.narrow(1, 0, lengths[me]).contiguous()
+
+
+# ---- diffusers -----------------------------------------------------------------------------
+def enable_sequence_parallel(target: Any, ulysses_degree: Optional[int] = None,
+                             ring_degree: int = 1, *, model: Optional[str] = None,
+                             preset: Optional[str] = None, group: Any = None,
+                             ring_impl: str = "allgather", timeout: float = 60.0,
+                             step_source: str = "auto", **overrides: Any) -> None:
+    """One call for a diffusers Wan pipeline or WanTransformer3DModel: PSA self-attention
+    (:func:`psa.diffusers.enable_psa` with `model`, `preset`, `step_source`, `overrides`)
+    run sequence-parallel over `group` with ``ulysses_degree x ring_degree`` ranks.
+
+    Every rank calls it (after ``init_process_group``), then runs the same pipeline with the
+    same inputs (same seed); the transformer shards its tokens after the patch embedding
+    (the RoPE tables and a per-token timestep alike, in the preset's token order), runs its
+    blocks, output norm and projection on this rank's share, and gathers the tokens before
+    unpatchify, so every rank returns the whole output: the single-process PSA output.
+    ``psa.diffusers.disable_psa`` undoes it."""
+    from . import diffusers as psa_diffusers
+
+    psa_diffusers.enable_psa(target, model, preset, step_source=step_source,
+                             parallel={"ulysses_degree": ulysses_degree,
+                                       "ring_degree": ring_degree, "group": group,
+                                       "ring_impl": ring_impl, "timeout": timeout},
+                             **overrides)

@@ -1,0 +1,139 @@
+# bindings/python/tests/dist_diffusers_worker.py -- one rank of
+# test_distributed_diffusers.py: joins a gloo process group (file:// rendezvous), builds the
+# same tiny diffusers WanTransformer3DModel on every rank, runs it with PSA on one process
+# (psa.diffusers.enable_psa) and sequence-parallel (psa.distributed.enable_sequence_parallel)
+# and records the outputs' difference and every libpsa forward's level counts (from its
+# level map) for both; writes {case: result} as JSON to <outdir>/rank<r>.json.
+# Usage: python dist_diffusers_worker.py RANK WORLD INIT_FILE OUTDIR
+"""Worker process of the psa.distributed diffusers tests (not a test module)."""
+
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from diffusers import WanTransformer3DModel
+
+import psa
+import psa.diffusers as psa_diffusers
+import psa.distributed as psd
+from psa._mask import level_map
+
+# name: (world, parallel arguments, latent (frames, height, width), dtype, per-token timestep)
+# ("i2v" in the name: an I2V transformer, image context in the cross-attention)
+CASES = {
+    "wan_ulysses2": (2, dict(ulysses_degree=2), (4, 32, 32), torch.float32, False),
+    "wan_ring2_uneven": (2, dict(ring_degree=2), (3, 32, 40), torch.float32, False),
+    "wan_ulysses2_token_timestep": (2, dict(ulysses_degree=2), (4, 32, 32), torch.float32,
+                                    True),
+    "wan_ulysses2_bf16": (2, dict(ulysses_degree=2), (4, 32, 32), torch.bfloat16, False),
+    "wan_i2v_ring2": (2, dict(ring_degree=2), (4, 32, 32), torch.float32, False),
+}
+TIMESTEPS = (900.0, 700.0)  # warm-up 1: the first forward runs dense, the second sparse
+LEVELS = (1, 2, 4, 8, 0)
+CALLS = []  # per libpsa forward: counts of block pairs per level (LEVELS order)
+
+
+def record_levels():
+    original = psa.capi.psa_attention_forward
+
+    def forward(handle, *args):
+        result = original(handle, *args)
+        levels = np.asarray(level_map(handle)).ravel()
+        CALLS.append([int((levels == lv).sum()) for lv in LEVELS])
+        return result
+
+    psa.capi.psa_attention_forward = forward
+
+
+def build(dtype, i2v):
+    torch.manual_seed(1234)
+    extra = dict(image_dim=16, added_kv_proj_dim=128) if i2v else {}
+    model = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=4,
+                                  attention_head_dim=32, in_channels=4, out_channels=4,
+                                  text_dim=32, freq_dim=32, ffn_dim=64, num_layers=2,
+                                  rope_max_seq_len=64, **extra).eval()
+    return model.to(dtype)
+
+
+def inputs(shape, dtype, token_timestep, t, i2v, p=(1, 2, 2)):
+    g = torch.Generator().manual_seed(99)
+    frames, height, width = shape
+    tokens = (frames // p[0]) * (height // p[1]) * (width // p[2])
+    timestep = (torch.full((1, tokens), t) - torch.arange(tokens) % 7 if token_timestep
+                else torch.full((1,), t))
+    # fp32 draws, cast (bf16 case: the inputs are the bf16 roundings of the fp32 ones)
+    kw = dict(hidden_states=torch.randn(1, 4, frames, height, width, generator=g).to(dtype),
+              timestep=timestep,
+              encoder_hidden_states=torch.randn(1, 512 if i2v else 8, 32,
+                                                generator=g).to(dtype),
+              return_dict=False)
+    if i2v:
+        kw["encoder_hidden_states_image"] = torch.randn(1, 5, 16, generator=g).to(dtype)
+    return kw
+
+
+def run(model, shape, dtype, token_timestep, i2v):
+    outs, first = [], len(CALLS)
+    with torch.no_grad():
+        for t in TIMESTEPS:
+            outs.append(model(**inputs(shape, dtype, token_timestep, t, i2v))[0].float())
+    return outs, CALLS[first:]
+
+
+def rel_l2(a, b):
+    a, b = a.double(), b.double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def run_case(name):
+    _, parallel, shape, dtype, token_timestep = CASES[name]
+    i2v = "i2v" in name
+    model = build(dtype, i2v)
+    psa_diffusers.enable_psa(model, "Wan2.1_1.3b", "psa_topk", warmup_steps=1)
+    ref, ref_calls = run(model, shape, dtype, token_timestep, i2v)
+    psa_diffusers.disable_psa(model)
+    psd.enable_sequence_parallel(model, model="Wan2.1_1.3b", preset="psa_topk",
+                                 warmup_steps=1, timeout=30, **parallel)
+    t0 = time.time()
+    out, calls = run(model, shape, dtype, token_timestep, i2v)
+    seconds = time.time() - t0
+    st = psa_diffusers.stats(model)[0]
+    psa_diffusers.disable_psa(model)
+    return {"rel_l2": [rel_l2(o, r) for o, r in zip(out, ref)],
+            "exact": all(bool(torch.equal(o, r)) for o, r in zip(out, ref)),
+            "ref_calls": ref_calls, "calls": calls, "parallel_seconds": seconds,
+            "dense_calls": st["dense_calls"], "sparse_calls": st["sparse_calls"]}
+
+
+def main():
+    rank, world, init_file, outdir = (int(sys.argv[1]), int(sys.argv[2]), sys.argv[3],
+                                      sys.argv[4])
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank,
+                            world_size=world)
+    record_levels()
+    results = {}
+    for name, (w, _, _, _, _) in CASES.items():
+        if w != world:
+            continue
+        t0 = time.time()
+        try:
+            result = run_case(name)
+        except Exception as e:  # recorded; the test reports it
+            result = {"error": "%s: %s" % (type(e).__name__, e),
+                      "traceback": traceback.format_exc()}
+        result["seconds"] = time.time() - t0
+        results[name] = result
+        dist.barrier()
+    with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
+        json.dump(results, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+# bindings/python/tests/test_distributed_diffusers.py -- enable_sequence_parallel on a tiny
+# real diffusers WanTransformer3DModel, CPU, gloo, 2 processes (dist_diffusers_worker.py):
+# Ulysses 2 and ring 2 (uneven shards), a per-token timestep (Wan2.2 TI2V style), an I2V
+# transformer (image context) and a bf16 model fed the bf16 roundings of fp32 inputs. Every
+# rank's output (a dense warm-up forward, then a sparse psa_topk forward) equals the
+# single-process PSA transformer (fp32: <= 1e-5 relative L2; bf16: within bf16 rounding),
+# and the level counts of every libpsa forward, summed over the ranks, equal the
+# single-process ones. Skips per test without torch (gloo) or diffusers.
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _available():
+    try:
+        import torch.distributed as dist
+        import diffusers  # noqa: F401
+        import psa.diffusers  # noqa: F401
+
+        return dist.is_available() and dist.is_gloo_available()
+    except Exception:
+        return False
+
+
+needs_stack = pytest.mark.skipif(not _available(),
+                                 reason="needs torch with gloo and diffusers")
+WORLD = 2
+CASES = ["wan_ulysses2", "wan_ring2_uneven", "wan_ulysses2_token_timestep",
+         "wan_ulysses2_bf16", "wan_i2v_ring2"]
+BF16_BOUND = 8e-3  # about two bf16 roundings (2^-8 each) of the output
+_RESULTS = {}
+
+
+def _launch():
+    """Runs dist_diffusers_worker.py on WORLD ranks once per test run; {case: [per rank]}."""
+    if _RESULTS:
+        return _RESULTS
+    outdir = tempfile.mkdtemp(prefix="psa_dist_diffusers_")
+    init_file = os.path.join(outdir, "rendezvous")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    t0 = time.time()
+    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "dist_diffusers_worker.py"),
+                               str(r), str(WORLD), init_file, outdir], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for r in range(WORLD)]
+    logs = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=240)
+            logs.append(out.decode(errors="replace"))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for r in range(WORLD):
+        path = os.path.join(outdir, "rank%d.json" % r)
+        assert os.path.exists(path), "rank %d wrote no results:\n%s" % (r, "\n".join(logs))
+        with open(path) as f:
+            for name, res in json.load(f).items():
+                _RESULTS.setdefault(name, []).append(res)
+    _RESULTS["_seconds"] = time.time() - t0
+    return _RESULTS
+
+
+def _per_rank(name):
+    per_rank = _launch()[name]
+    assert len(per_rank) == WORLD
+    for r, res in enumerate(per_rank):
+        assert "error" not in res, "rank %d: %s\n%s" % (r, res["error"], res.get("traceback"))
+    return per_rank
+
+
+@needs_stack
+@pytest.mark.parametrize("name", CASES)
+def test_sequence_parallel_transformer_equals_single_process(name):
+    bound = BF16_BOUND if name.endswith("bf16") else 1e-5
+    for r, res in enumerate(_per_rank(name)):
+        assert len(res["rel_l2"]) == 2
+        assert all(e <= bound for e in res["rel_l2"]), "rank %d: rel L2 %r" % (r, res["rel_l2"])
+        # warm-up 1: the first forward ran dense, the second sparse (2 blocks each)
+        assert res["dense_calls"] == 2 and res["sparse_calls"] == 2, res
+
+
+@needs_stack
+@pytest.mark.parametrize("name", CASES)
+def test_level_counts_of_the_shards_add_up_to_the_single_process_ones(name):
+    """Every libpsa forward's block pairs per level (1, 2, 4, 8, skipped), summed over the
+    ranks' shards (heads for Ulysses, query blocks for ring), equal the whole forward's:
+    the same masks, so the same level fractions."""
+    per_rank = _per_rank(name)
+    reference = per_rank[0]["ref_calls"]
+    assert all(res["ref_calls"] == reference for res in per_rank)  # same model everywhere
+    assert len(reference) == 4  # 2 blocks x 2 forwards
+    for res in per_rank:
+        assert len(res["calls"]) == len(reference)
+    for i, whole in enumerate(reference):
+        summed = [sum(res["calls"][i][lv] for res in per_rank) for lv in range(5)]
+        assert summed == whole, "forward %d: shards %r, whole %r" % (i, summed, whole)
+        total = float(sum(whole))
+        fractions = [c / total for c in whole]
+        assert [c / float(sum(summed)) for c in summed] == fractions
+    # the sparse forwards pruned blocks (the comparison is not between all-level-1 maps)
+    assert all(whole[4] > 0 for whole in reference[2:])
+
+
+@needs_stack
+def test_wall_time_of_the_two_rank_run():
+    _launch()
+    assert _RESULTS["_seconds"] < 120, _RESULTS["_seconds"]
+
+
+@needs_stack
+def test_bad_parallel_arguments_are_named_before_any_forward():
+    import torch
+    from diffusers import CogVideoXTransformer3DModel, WanTransformer3DModel
+
+    import psa.diffusers as psa_diffusers
+    import psa.distributed as psd
+
+    wan = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2,
+                                attention_head_dim=32, in_channels=4, out_channels=4,
+                                text_dim=32, freq_dim=32, ffn_dim=64, num_layers=1,
+                                rope_max_seq_len=64).eval()
+    processors = [b.attn1.processor for b in wan.blocks]
+    if not torch.distributed.is_initialized():
+        with pytest.raises(psd.SequenceParallelError, match="init_process_group"):
+            psd.enable_sequence_parallel(wan, ulysses_degree=2)
+    with pytest.raises(TypeError, match="unknown key"):
+        psa_diffusers.enable_psa(wan, parallel={"ulysses": 2})
+    with pytest.raises(TypeError, match="expected a dict"):
+        psa_diffusers.enable_psa(wan, parallel=2)
+    assert not psa_diffusers.is_enabled(wan)
+    assert [b.attn1.processor for b in wan.blocks] == processors
+    cog = CogVideoXTransformer3DModel(
+        num_attention_heads=2, attention_head_dim=32, in_channels=4, out_channels=4,
+        time_embed_dim=32, text_embed_dim=32, num_layers=1, sample_width=32,
+        sample_height=32, sample_frames=9, patch_size=2, max_text_seq_length=16).eval()
+    with pytest.raises(TypeError, match="WanTransformer3DModel"):
+        psd.enable_sequence_parallel(cog, ulysses_degree=2)
+    assert not psa_diffusers.is_enabled(cog)
