@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 from . import capi
@@ -59,6 +60,22 @@ def _lookup(table: Dict[str, int], value: Union[str, int], what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError("%s = %r: expected a str or an int" % (what, value))
     return int(value)
+
+
+def int_arg(name: str, value: Any, bits: int = 64) -> int:
+    """`value` as a C integer argument of `bits` bits: TypeError for a non-int (bool
+    included), ValueError naming `name` outside the C type's range (instead of SWIG's
+    OverflowError)."""
+    if isinstance(value, bool):
+        raise TypeError("%s = %r: expected an int" % (name, value))
+    try:
+        number = operator.index(value)  # int, NumPy integers, anything with __index__
+    except TypeError:
+        raise TypeError("%s = %r: expected an int" % (name, value)) from None
+    bound = 2 ** (bits - 1)
+    if not -bound <= number < bound:
+        raise ValueError("%s = %r: outside int%d" % (name, value, bits))
+    return number
 
 
 def stream_handle(stream: StreamLike) -> int:
@@ -121,7 +138,7 @@ class Context:
                             % (config,))
         self._handle: Any = capi.psa_context_create(config._handle,
                                                     _lookup(_BACKENDS, backend, "backend"),
-                                                    int(device))
+                                                    int_arg("device", device, 32))
         self._workspace: Optional[Tuple[Any, int, Tuple[str, int]]] = None
 
     # -- lifetime ----------------------------------------------------------------------
@@ -158,14 +175,17 @@ class Context:
                        text_position: Union[str, int] = "none") -> None:
         """Token grid of the sequences that follow: t*h*w video tokens plus text_length text
         tokens at text_position ("none", "first", "last")."""
-        capi.psa_context_set_video_grid(self.handle, t, h, w, text_length,
+        capi.psa_context_set_video_grid(self.handle, int_arg("t", t), int_arg("h", h),
+                                        int_arg("w", w), int_arg("text_length", text_length),
                                         _lookup(_TEXT_POSITIONS, text_position, "text_position"))
 
     def set_video_pixels(self, frames: int, height: int, width: int, text_length: int = -1,
                          text_position: Union[str, int] = "none") -> None:
         """As set_video_grid, from pixel sizes and the config's video_scale divisors
         (text_length < 0: the config's text_length)."""
-        capi.psa_context_set_video_pixels(self.handle, frames, height, width, text_length,
+        capi.psa_context_set_video_pixels(self.handle, int_arg("frames", frames),
+                                          int_arg("height", height), int_arg("width", width),
+                                          int_arg("text_length", text_length),
                                           _lookup(_TEXT_POSITIONS, text_position, "text_position"))
 
     def sequence_order(self, seq_len: int) -> Tuple[Any, int, int]:
@@ -210,7 +230,7 @@ class Context:
 
     def set_step(self, step: int) -> None:
         """Pins the denoising step (>= 0); -1 returns to counting forwards."""
-        capi.psa_context_set_step(self.handle, step)
+        capi.psa_context_set_step(self.handle, int_arg("step", step))
 
     def reset_calls(self) -> None:
         """Zeroes the forward counter (the next forward is step 0 again)."""

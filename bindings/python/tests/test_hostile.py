@@ -178,3 +178,22 @@ def test_clear_cache_while_calls_run():
         t.join()
     psa.set_cache_capacity(64)
     assert errors == []
+
+
+def test_context_integer_arguments_are_named():
+    cfg = psa.Config.load("Wan2.1_1.3b")
+    with pytest.raises(ValueError, match="device = 1180591620717411303424: outside int32"):
+        psa.Context(cfg, backend="cpu", device=2**70)
+    with psa.Context(cfg, backend="cpu") as ctx:
+        for call, match in ((lambda: ctx.set_video_grid(2**70, 16, 16), "t = "),
+                            (lambda: ctx.set_video_grid(2, 16, 16, text_length=2**64), "text_length = "),
+                            (lambda: ctx.set_video_pixels(81, 2**65, 832), "height = "),
+                            (lambda: ctx.set_step(2**63), "step = ")):
+            with pytest.raises(ValueError, match=match):
+                call()
+        with pytest.raises(TypeError, match="step = True: expected an int"):
+            ctx.set_step(True)
+        with pytest.raises(TypeError, match="w = 16.5: expected an int"):
+            ctx.set_video_grid(2, 16, 16.5)
+        ctx.set_video_grid(2, 16, 16)   # still usable
+        assert ctx.next_step()[0] == 0
