@@ -515,9 +515,11 @@ PSA_API psa_status psa_attention_forward(psa_context* context, const psa_tensor_
  *    sparsity, txt_len, latent_shape_q, keep_sink, keep_recent, cdf_threshold, scale,
  *    causal, batch, heads, seq_len, head_dim, layout; doubles compared bit for bit). The
  *    first call of a key creates the context and plans the shape: cudaMalloc of a small
- *    counter buffer and (rf_v2) of its token permutation, seq_len * 8 bytes, uploaded with
- *    a synchronous cudaMemcpy, plus one event. Later calls with the same key re-plan
- *    nothing: no cudaMalloc, no host synchronisation, no device-to-host copy.
+ *    counter buffer, (rf_v2) of its token permutation, seq_len * 8 bytes, uploaded with
+ *    a synchronous cudaMemcpy, and (rf_v2, ada_bsa) of the kept level map, batch * heads *
+ *    q_blocks * k_blocks bytes (none above 1 GiB), plus one event. Later calls with the
+ *    same key re-plan nothing: no cudaMalloc, no host synchronisation, no device-to-host
+ *    copy.
  *  - Bound and eviction: at most 16 idle keys are kept; a first call that goes beyond
  *    evicts the least recently used idle one. Evicting waits (cudaEventSynchronize) for the
  *    evicted context's last call to finish on its stream, then frees it. Entries in use
