@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/cuda/cuda_device_scope.h"
 #include "backend/cuda/cuda_method_mask.h"
 #include "backend/cuda/cuda_stage_timer.h"
 #include "backend/cuda/cuda_workspace.h"
@@ -29,24 +30,6 @@ namespace psa {
 CudaStageTimer* g_cuda_stage_timer = nullptr;
 
 namespace {
-
-// Makes `device` current for a scope and restores the caller's device afterwards.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != device && cudaSetDevice(device) == cudaSuccess)
-      switched_ = true;
-  }
-  ~DeviceGuard() {
-    if (switched_) cudaSetDevice(prev_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-  bool switched_ = false;
-};
 
 // Device copies of the plan's permutations plus the workspace layout.
 struct CudaPlanData final : BackendPlanData {
@@ -81,14 +64,6 @@ psa_status upload(const std::vector<int64_t>& host, int64_t** dev, const char* w
   return PSA_OK;
 }
 
-bool stream_capturing(void* stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return status != cudaStreamCaptureStatusNone;
-}
 
 const char* dtype_label(psa_dtype d) {
   return d == PSA_DTYPE_F32 ? "f32" : d == PSA_DTYPE_F16 ? "f16" : d == PSA_DTYPE_BF16 ? "bf16" : "unknown";
@@ -181,7 +156,7 @@ class CudaBackend final : public Backend {
       // A workspace from cudaMallocAsync on a stream being captured is a graph allocation: its
       // address is only backed once the graph runs, so the runtime may not report it as device
       // memory yet (psa_sparse_attention allocates it so). Alignment is still checked.
-      if (!device_visible && x.p == a.workspace && stream_capturing(a.stream)) {
+      if (!device_visible && x.p == a.workspace && stream_capturing(a.stream, /*if_unknown=*/false)) {
         attr.type = cudaMemoryTypeDevice;
         attr.device = device_;
         device_visible = true;

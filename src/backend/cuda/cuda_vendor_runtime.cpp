@@ -7,31 +7,10 @@
 #if defined(PSA_WITH_CUDA)
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/cuda_device_scope.h"
 #include "cuda/core/cuda_status.h"
 
 namespace psa {
-namespace {
-
-// Makes `device` current for a scope and restores the caller's device afterwards.
-class CurrentDevice {
- public:
-  explicit CurrentDevice(int device) {
-    if (device >= 0 && cudaGetDevice(&prev_) == cudaSuccess && prev_ != device &&
-        cudaSetDevice(device) == cudaSuccess)
-      switched_ = true;
-  }
-  ~CurrentDevice() {
-    if (switched_) cudaSetDevice(prev_);
-  }
-  CurrentDevice(const CurrentDevice&) = delete;
-  CurrentDevice& operator=(const CurrentDevice&) = delete;
-
- private:
-  int prev_ = 0;
-  bool switched_ = false;
-};
-
-}  // namespace
 
 psa_status cuda_vendor_check_available(const char* what) {
   int count = 0;
@@ -63,7 +42,7 @@ int cuda_vendor_pointer_device(const void* ptr) {
 psa_status cuda_vendor_stream_alloc(int device, uint64_t bytes, void* stream, void** out) {
   *out = nullptr;
   if (bytes == 0) return PSA_OK;
-  CurrentDevice guard(device);
+  DeviceGuard guard(device);
   const cudaError_t e = cudaMallocAsync(out, static_cast<size_t>(bytes), static_cast<cudaStream_t>(stream));
   if (e != cudaSuccess) {
     *out = nullptr;
@@ -85,23 +64,18 @@ psa_status cuda_vendor_stream_alloc(int device, uint64_t bytes, void* stream, vo
 
 psa_status cuda_vendor_stream_free(int device, void* ptr, void* stream) {
   if (ptr == nullptr) return PSA_OK;
-  CurrentDevice guard(device);
+  DeviceGuard guard(device);
   PSA_CUDA_TRY(cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)), "workspace: cudaFreeAsync");
   return PSA_OK;
 }
 
 bool cuda_vendor_stream_capturing(void* stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return true;
-  }
-  return status != cudaStreamCaptureStatusNone;
+  return stream_capturing(stream, /*if_unknown=*/true);
 }
 
 CudaVendorFence::~CudaVendorFence() {
   if (event_ == nullptr) return;
-  CurrentDevice guard(device_);
+  DeviceGuard guard(device_);
   if (recorded_) (void)cudaEventSynchronize(static_cast<cudaEvent_t>(event_));
   (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
   (void)cudaGetLastError();
@@ -109,7 +83,7 @@ CudaVendorFence::~CudaVendorFence() {
 
 psa_status CudaVendorFence::create(int device) {
   PSA_RETURN_IF(event_ != nullptr, PSA_ERR_INTERNAL, "completion event created twice");
-  CurrentDevice guard(device);
+  DeviceGuard guard(device);
   cudaEvent_t ev = nullptr;
   PSA_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "completion event: cudaEventCreate");
   device_ = device;
@@ -119,7 +93,7 @@ psa_status CudaVendorFence::create(int device) {
 
 psa_status CudaVendorFence::record(void* stream) {
   PSA_RETURN_IF(event_ == nullptr, PSA_ERR_INTERNAL, "completion event recorded before creation");
-  CurrentDevice guard(device_);
+  DeviceGuard guard(device_);
   PSA_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)),
                "completion event: cudaEventRecord");
   recorded_ = true;
@@ -128,7 +102,7 @@ psa_status CudaVendorFence::record(void* stream) {
 
 psa_status CudaVendorFence::wait() {
   if (event_ == nullptr || !recorded_) return PSA_OK;
-  CurrentDevice guard(device_);
+  DeviceGuard guard(device_);
   PSA_CUDA_TRY(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)),
                "completion event: cudaEventSynchronize");
   return PSA_OK;
