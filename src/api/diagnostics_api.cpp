@@ -57,6 +57,17 @@ void text_span(const psa::Plan& p, int32_t sequence, int64_t* begin, int64_t* en
   *end = s.text_end;
 }
 
+// The picture arguments both writers take: head -1 (all) or one of `heads`, cell 0 (auto)
+// or 1..64 pixels per block.
+psa_status check_head_and_cell(int64_t head, int64_t heads, int32_t cell) {
+  PSA_RETURN_IF(head < -1 || head >= heads, PSA_ERR_INVALID_ARGUMENT,
+                "head = %lld; allowed -1 (all heads) or [0, %lld)", static_cast<long long>(head),
+                static_cast<long long>(heads));
+  PSA_RETURN_IF(cell < 0 || cell > 64, PSA_ERR_INVALID_ARGUMENT,
+                "cell = %d; allowed [1, 64], or 0 for automatic", cell);
+  return PSA_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -139,11 +150,7 @@ PSA_API psa_status psa_context_write_mask_png(psa_context* context, const char* 
   PSA_RETURN_IF(batch < 0 || batch >= B, PSA_ERR_INVALID_ARGUMENT,
                 "batch = %lld; the last forward has batch %lld", static_cast<long long>(batch),
                 static_cast<long long>(B));
-  PSA_RETURN_IF(head < -1 || head >= H, PSA_ERR_INVALID_ARGUMENT,
-                "head = %lld; allowed -1 (all heads) or [0, %lld)", static_cast<long long>(head),
-                static_cast<long long>(H));
-  PSA_RETURN_IF(cell < 0 || cell > 64, PSA_ERR_INVALID_ARGUMENT,
-                "cell = %d; allowed [1, 64], or 0 for automatic", cell);
+  PSA_TRY(check_head_and_cell(head, H, cell));
   const psa::VideoGeometry& g = context->geometry;
   const psa::SequencePlan& qs = p.q_seq;
   if (view == PSA_MASK_VIEW_VIDEO) {
@@ -223,11 +230,7 @@ PSA_API psa_status psa_mask_write_png(const char* path, const int8_t* levels, in
                 "blocks <= 2^24)",
                 static_cast<long long>(heads), static_cast<long long>(q_blocks),
                 static_cast<long long>(k_blocks));
-  PSA_RETURN_IF(head < -1 || head >= heads, PSA_ERR_INVALID_ARGUMENT,
-                "head = %lld; allowed -1 (all heads) or [0, %lld)", static_cast<long long>(head),
-                static_cast<long long>(heads));
-  PSA_RETURN_IF(cell < 0 || cell > 64, PSA_ERR_INVALID_ARGUMENT,
-                "cell = %d; allowed [1, 64], or 0 for automatic", cell);
+  PSA_TRY(check_head_and_cell(head, heads, cell));
   const psa::BlocksPicture pic = psa::render_blocks(levels, heads, q_blocks, k_blocks, head, cell);
   PSA_TRY(psa::check_picture(pic.image, cell));
   return psa::write_png(pic.image, path);

@@ -26,8 +26,7 @@ constexpr int32_t kMaxParts = 64;
 
 // Overlap of the byte ranges [a, a + a_bytes) and [b, b + b_bytes).
 bool overlaps(const void* a, uint64_t a_bytes, const void* b, uint64_t b_bytes) {
-  const uint64_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + b_bytes && y < x + a_bytes;
+  return psa::overlaps(psa::byte_range(a, a_bytes), psa::byte_range(b, b_bytes));
 }
 
 bool aligned(const void* p, int64_t bytes) {

@@ -27,4 +27,19 @@ psa_status validate_descriptors(const psa_tensor_desc* q, const psa_tensor_desc*
 // Largest element offset + 1 addressed by a descriptor (its extent in elements).
 int64_t tensor_extent(const psa_tensor_desc& d);
 
+// Byte range [begin, end) of memory, for the aliasing checks of the entry points.
+struct ByteRange {
+  uintptr_t begin = 0, end = 0;
+};
+inline ByteRange byte_range(const void* p, uint64_t bytes) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+  return {b, b + static_cast<uintptr_t>(bytes)};
+}
+// The bytes a tensor with descriptor `d` at `p` addresses (tensor_extent elements).
+inline ByteRange byte_range(const psa_tensor_desc& d, const void* p) {
+  return byte_range(p, static_cast<uint64_t>(tensor_extent(d)) *
+                           static_cast<uint64_t>(dtype_size(d.dtype)));
+}
+inline bool overlaps(ByteRange a, ByteRange b) { return a.begin < b.end && b.begin < a.end; }
+
 }  // namespace psa

@@ -10,16 +10,6 @@
 namespace psa {
 namespace {
 
-// Byte range [begin, end) a tensor addresses.
-struct Range {
-  uintptr_t begin, end;
-};
-Range range_of(const psa_tensor_desc& d, const void* p) {
-  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
-  return {b, b + static_cast<uintptr_t>(tensor_extent(d)) * static_cast<uintptr_t>(dtype_size(d.dtype))};
-}
-bool overlaps(Range a, Range b) { return a.begin < b.end && b.begin < a.end; }
-
 // rf_v2 / ada_bsa: both backends run them (CPU: methods/; CUDA: cuda/methods/, whose size
 // limits its prepare() checks). Both are self-attention on 128 x 128 blocks. rf_v2 also needs
 // the latent video grid, and refuses causal = 1 where upstream silently ignores it (its token
@@ -81,29 +71,28 @@ psa_status run_forward(psa_context* ctx, const ForwardTensors& t, void* workspac
                 "workspace: must not be NULL (this shape needs %llu bytes)",
                 static_cast<unsigned long long>(plan->workspace_bytes));
 
-  const Range out_r = range_of(*t.out_desc, t.out);
   const char* names[3] = {"q", "k", "v"};
-  const psa_tensor_desc* descs[3] = {t.q_desc, t.k_desc, t.v_desc};
-  const void* ptrs[3] = {t.q, t.k, t.v};
+  const ByteRange in_r[3] = {byte_range(*t.q_desc, t.q), byte_range(*t.k_desc, t.k),
+                             byte_range(*t.v_desc, t.v)};
+  const ByteRange out_r = byte_range(*t.out_desc, t.out);
+  const ByteRange lse_r = byte_range(
+      t.lse, static_cast<uint64_t>(problem.batch * problem.heads_q * problem.len_q) * 4u);
   for (int i = 0; i < 3; ++i)
-    PSA_RETURN_IF(overlaps(out_r, range_of(*descs[i], ptrs[i])), PSA_ERR_INVALID_ARGUMENT,
+    PSA_RETURN_IF(overlaps(out_r, in_r[i]), PSA_ERR_INVALID_ARGUMENT,
                   "out: its memory overlaps %s; the output must not alias an input", names[i]);
   if (t.lse != nullptr) {
-    const uintptr_t lb = reinterpret_cast<uintptr_t>(t.lse);
-    const Range lse_r{lb, lb + static_cast<uintptr_t>(problem.batch * problem.heads_q * problem.len_q) * 4u};
     PSA_RETURN_IF(overlaps(lse_r, out_r), PSA_ERR_INVALID_ARGUMENT, "lse: overlaps out");
     for (int i = 0; i < 3; ++i)
-      PSA_RETURN_IF(overlaps(lse_r, range_of(*descs[i], ptrs[i])), PSA_ERR_INVALID_ARGUMENT,
-                    "lse: overlaps %s", names[i]);
+      PSA_RETURN_IF(overlaps(lse_r, in_r[i]), PSA_ERR_INVALID_ARGUMENT, "lse: overlaps %s",
+                    names[i]);
   }
 
   // The workspace is scratch the backend writes during the forward: any overlap with an
   // input or output silently corrupts the result. Only the part the plan uses is checked.
   if (plan->workspace_bytes > 0) {
-    const uintptr_t wb = reinterpret_cast<uintptr_t>(workspace);
-    const Range ws_r{wb, wb + static_cast<uintptr_t>(plan->workspace_bytes)};
+    const ByteRange ws_r = byte_range(workspace, plan->workspace_bytes);
     for (int i = 0; i < 3; ++i)
-      PSA_RETURN_IF(overlaps(ws_r, range_of(*descs[i], ptrs[i])), PSA_ERR_INVALID_ARGUMENT,
+      PSA_RETURN_IF(overlaps(ws_r, in_r[i]), PSA_ERR_INVALID_ARGUMENT,
                     "workspace: overlaps %s (the %llu workspace bytes must not alias q, k, v, out "
                     "or lse)",
                     names[i], static_cast<unsigned long long>(plan->workspace_bytes));
@@ -111,14 +100,10 @@ psa_status run_forward(psa_context* ctx, const ForwardTensors& t, void* workspac
                   "workspace: overlaps out (the %llu workspace bytes must not alias q, k, v, out "
                   "or lse)",
                   static_cast<unsigned long long>(plan->workspace_bytes));
-    if (t.lse != nullptr) {
-      const uintptr_t lb = reinterpret_cast<uintptr_t>(t.lse);
-      const Range lse_r{lb, lb + static_cast<uintptr_t>(problem.batch * problem.heads_q * problem.len_q) * 4u};
-      PSA_RETURN_IF(overlaps(ws_r, lse_r), PSA_ERR_INVALID_ARGUMENT,
-                    "workspace: overlaps lse (the %llu workspace bytes must not alias q, k, v, "
-                    "out or lse)",
-                    static_cast<unsigned long long>(plan->workspace_bytes));
-    }
+    PSA_RETURN_IF(t.lse != nullptr && overlaps(ws_r, lse_r), PSA_ERR_INVALID_ARGUMENT,
+                  "workspace: overlaps lse (the %llu workspace bytes must not alias q, k, v, "
+                  "out or lse)",
+                  static_cast<unsigned long long>(plan->workspace_bytes));
   }
 
   ForwardArgs args;
