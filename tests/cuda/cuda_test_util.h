@@ -79,6 +79,33 @@ inline float from16(uint16_t h, psa_dtype dt) {
 }
 inline float round16(float f, psa_dtype dt) { return from16(to16(f, dt), dt); }
 
+// Logical [B, H, L, D] values -> a zeroed buffer of T laid out by `desc` (strides in
+// elements, head dim contiguous), converting each value with from_float; and back.
+template <typename T, typename F>
+std::vector<T> pack(const std::vector<float>& v, const psa_tensor_desc& desc, F from_float) {
+  std::vector<T> buf(static_cast<size_t>(desc.shape[0] * desc.strides[0]));
+  size_t i = 0;
+  for (int64_t a = 0; a < desc.shape[0]; ++a)
+    for (int64_t b = 0; b < desc.shape[1]; ++b)
+      for (int64_t c = 0; c < desc.shape[2]; ++c)
+        for (int64_t e = 0; e < desc.shape[3]; ++e)
+          buf[static_cast<size_t>(a * desc.strides[0] + b * desc.strides[1] + c * desc.strides[2] + e)] =
+              from_float(v[i++]);
+  return buf;
+}
+template <typename T, typename F>
+std::vector<float> unpack(const std::vector<T>& buf, const psa_tensor_desc& desc, F to_float) {
+  std::vector<float> v;
+  v.reserve(static_cast<size_t>(desc.shape[0] * desc.shape[1] * desc.shape[2] * desc.shape[3]));
+  for (int64_t a = 0; a < desc.shape[0]; ++a)
+    for (int64_t b = 0; b < desc.shape[1]; ++b)
+      for (int64_t c = 0; c < desc.shape[2]; ++c)
+        for (int64_t e = 0; e < desc.shape[3]; ++e)
+          v.push_back(to_float(
+              buf[static_cast<size_t>(a * desc.strides[0] + b * desc.strides[1] + c * desc.strides[2] + e)]));
+  return v;
+}
+
 // 16-bit tensor plus the exact fp32 values it holds.
 struct Tensor16 {
   std::vector<uint16_t> bits;

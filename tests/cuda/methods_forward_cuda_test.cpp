@@ -50,40 +50,14 @@ psa_config* make_config(const ApiCase& c, psa_method method) {
   return cfg;
 }
 
-// Logical [B, H, L, D] values -> a buffer of `dt` laid out by `desc`, and back.
+// Logical [B, H, L, D] values -> a buffer of `dt` (or fp32) laid out by `desc`, and back.
 std::vector<uint16_t> pack16(const std::vector<float>& v, const psa_tensor_desc& desc, psa_dtype dt) {
-  std::vector<uint16_t> buf(static_cast<size_t>(desc.shape[0] * desc.strides[0]), 0);
-  size_t i = 0;
-  for (int64_t a = 0; a < desc.shape[0]; ++a)
-    for (int64_t b = 0; b < desc.shape[1]; ++b)
-      for (int64_t c = 0; c < desc.shape[2]; ++c)
-        for (int64_t e = 0; e < desc.shape[3]; ++e)
-          buf[static_cast<size_t>(a * desc.strides[0] + b * desc.strides[1] + c * desc.strides[2] + e)] =
-              test::to16(v[i++], dt);
-  return buf;
+  return test::pack<uint16_t>(v, desc, [dt](float x) { return test::to16(x, dt); });
 }
 std::vector<float> pack32(const std::vector<float>& v, const psa_tensor_desc& desc) {
-  std::vector<float> buf(static_cast<size_t>(desc.shape[0] * desc.strides[0]), 0.0f);
-  size_t i = 0;
-  for (int64_t a = 0; a < desc.shape[0]; ++a)
-    for (int64_t b = 0; b < desc.shape[1]; ++b)
-      for (int64_t c = 0; c < desc.shape[2]; ++c)
-        for (int64_t e = 0; e < desc.shape[3]; ++e)
-          buf[static_cast<size_t>(a * desc.strides[0] + b * desc.strides[1] + c * desc.strides[2] + e)] = v[i++];
-  return buf;
+  return test::pack<float>(v, desc, [](float x) { return x; });
 }
-template <typename T, typename F>
-std::vector<float> unpack(const std::vector<T>& buf, const psa_tensor_desc& desc, F to_float) {
-  std::vector<float> v;
-  v.reserve(static_cast<size_t>(desc.shape[0] * desc.shape[1] * desc.shape[2] * desc.shape[3]));
-  for (int64_t a = 0; a < desc.shape[0]; ++a)
-    for (int64_t b = 0; b < desc.shape[1]; ++b)
-      for (int64_t c = 0; c < desc.shape[2]; ++c)
-        for (int64_t e = 0; e < desc.shape[3]; ++e)
-          v.push_back(to_float(
-              buf[static_cast<size_t>(a * desc.strides[0] + b * desc.strides[1] + c * desc.strides[2] + e)]));
-  return v;
-}
+using test::unpack;
 
 // Inputs as exact 16-bit values (logical order): video-like q/k, random v.
 struct Inputs {

@@ -35,31 +35,8 @@ struct VendorCase {
   size_t count() const { return static_cast<size_t>(B * H * L() * d); }
 };
 
-// Logical [B, H, L, D] values <-> a buffer laid out by `desc`.
-template <typename T, typename F>
-std::vector<T> pack(const std::vector<float>& v, const psa_tensor_desc& desc, F from_float) {
-  std::vector<T> buf(static_cast<size_t>(desc.shape[0] * desc.strides[0]));
-  size_t i = 0;
-  for (int64_t a = 0; a < desc.shape[0]; ++a)
-    for (int64_t b = 0; b < desc.shape[1]; ++b)
-      for (int64_t c = 0; c < desc.shape[2]; ++c)
-        for (int64_t e = 0; e < desc.shape[3]; ++e)
-          buf[static_cast<size_t>(a * desc.strides[0] + b * desc.strides[1] + c * desc.strides[2] + e)] =
-              from_float(v[i++]);
-  return buf;
-}
-template <typename T, typename F>
-std::vector<float> unpack(const std::vector<T>& buf, const psa_tensor_desc& desc, F to_float) {
-  std::vector<float> v;
-  v.reserve(static_cast<size_t>(desc.shape[0] * desc.shape[1] * desc.shape[2] * desc.shape[3]));
-  for (int64_t a = 0; a < desc.shape[0]; ++a)
-    for (int64_t b = 0; b < desc.shape[1]; ++b)
-      for (int64_t c = 0; c < desc.shape[2]; ++c)
-        for (int64_t e = 0; e < desc.shape[3]; ++e)
-          v.push_back(to_float(
-              buf[static_cast<size_t>(a * desc.strides[0] + b * desc.strides[1] + c * desc.strides[2] + e)]));
-  return v;
-}
+using test::pack;
+using test::unpack;
 
 // Exact 16-bit values in logical order: video-like q/k, random v.
 struct Inputs {

@@ -37,6 +37,20 @@ def video_qkv(grid=GRID, batch=1, heads=2, kv_heads=None, head_dim=64, seed=0):
     return q, k, v
 
 
+def video_heads(rng, b, h, grid, text, d):
+    """[B, H, L, D] float32 video-like heads: smooth random fields over the t x h x w grid
+    plus noise, `text` random rows first. PSA masks on them are sparse and depend on the
+    sampled rows (plain noise would give all-level-1 masks)."""
+    t, hh, w = grid
+    zz, yy, xx = np.meshgrid(np.arange(t), np.arange(hh), np.arange(w), indexing="ij")
+    pos = np.stack([zz.ravel() / 2.0, yy.ravel() / 3.0, xx.ravel() / 3.0], 1)
+    f = rng.standard_normal((b, h, 3, d))
+    phase = rng.uniform(0, 6.3, (b, h, 1, d))
+    x = 3.0 * np.cos(np.einsum("nc,bhcd->bhnd", pos, f) + phase)
+    x += 0.3 * rng.standard_normal(x.shape)
+    return np.concatenate([rng.standard_normal((b, h, text, d)), x], 2).astype(np.float32)
+
+
 def reference(q, k, v, scale=None):
     """Dense attention in float64: (out, lse)."""
     q, k, v = (x.astype(np.float64) for x in (q, k, v))

@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 import psa
 import psa.distributed as psd
+from conftest import video_heads
 
 # name: (world, kwargs of SequenceParallel, tensor spec, expected error substring or None)
 # spec: (B, H, Hkv, D, grid, text_length)
@@ -58,19 +59,6 @@ EXPECTED_ERRORS = {
 }
 
 
-def video_like(rng, b, h, grid, text, d):
-    """[B, H, L, D] smooth random fields over the grid (text rows first): sparse PSA masks
-    that depend on the sampled rows (random noise would give all-level-1 masks)."""
-    t, hh, w = grid
-    zz, yy, xx = np.meshgrid(np.arange(t), np.arange(hh), np.arange(w), indexing="ij")
-    pos = np.stack([zz.ravel() / 2.0, yy.ravel() / 3.0, xx.ravel() / 3.0], 1)
-    f = rng.standard_normal((b, h, 3, d))
-    phase = rng.uniform(0, 6.3, (b, h, 1, d))
-    x = 3.0 * np.cos(np.einsum("nc,bhcd->bhnd", pos, f) + phase)
-    x += 0.3 * rng.standard_normal(x.shape)
-    return np.concatenate([rng.standard_normal((b, h, text, d)), x], 2).astype(np.float32)
-
-
 def rel_l2(a, b):
     a, b = a.double(), b.double()
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
@@ -79,7 +67,7 @@ def rel_l2(a, b):
 def run_case(name, rank, world):
     _, kwargs, (B, H, Hkv, D, grid, text) = CASES[name]
     rng = np.random.default_rng(zlib.crc32(name.encode()))
-    q, k, v = (torch.from_numpy(video_like(rng, B, h, grid, text, D)).transpose(1, 2)
+    q, k, v = (torch.from_numpy(video_heads(rng, B, h, grid, text, D)).transpose(1, 2)
                for h in (H, Hkv, Hkv))
     if name == "cfg2_batch_offset":  # CFG parallelism: rank r holds batch item r
         ref = psa.attention(q, k, v, model="Wan2.1_1.3b", grid=grid, layout="blhd")

@@ -4,18 +4,14 @@
 # GQA in fp32; every rank's gathered output must equal the single-process psa.attention
 # (<= 1e-5 relative L2), and bad input must fail on every rank without a hang. Skips per test
 # without torch (torch.distributed with gloo).
-import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
 
 import pytest
 
-torch = pytest.importorskip("torch") if False else None  # imported lazily below
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from dist_launch import run_ranks  # noqa: E402
 
 
 def _have_torch():
@@ -35,34 +31,7 @@ def _launch(world):
     """Runs dist_worker.py on `world` ranks once per test run; {case: [result per rank]}."""
     if world in _RESULTS:
         return _RESULTS[world]
-    outdir = tempfile.mkdtemp(prefix="psa_dist_")
-    init_file = os.path.join(outdir, "rendezvous")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p])
-    env.setdefault("OMP_NUM_THREADS", "1")
-    t0 = time.time()
-    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "dist_worker.py"), str(r),
-                               str(world), init_file, outdir], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-             for r in range(world)]
-    logs = []
-    try:
-        for p in procs:
-            out, _ = p.communicate(timeout=240)
-            logs.append(out.decode(errors="replace"))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    elapsed = time.time() - t0
-    results = {}
-    for r in range(world):
-        path = os.path.join(outdir, "rank%d.json" % r)
-        assert os.path.exists(path), "rank %d wrote no results:\n%s" % (r, "\n".join(logs))
-        with open(path) as f:
-            for name, res in json.load(f).items():
-                results.setdefault(name, []).append(res)
-    results["_seconds"] = elapsed
+    results = run_ranks("dist_worker.py", world, "psa_dist_")
     _RESULTS[world] = results
     return results
 

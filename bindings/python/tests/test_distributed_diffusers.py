@@ -6,16 +6,14 @@
 # single-process PSA transformer (fp32: <= 1e-5 relative L2; bf16: within bf16 rounding),
 # and the level counts of every libpsa forward, summed over the ranks, equal the
 # single-process ones. Skips per test without torch (gloo) or diffusers.
-import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from dist_launch import run_ranks  # noqa: E402
 
 
 def _available():
@@ -42,32 +40,7 @@ def _launch():
     """Runs dist_diffusers_worker.py on WORLD ranks once per test run; {case: [per rank]}."""
     if _RESULTS:
         return _RESULTS
-    outdir = tempfile.mkdtemp(prefix="psa_dist_diffusers_")
-    init_file = os.path.join(outdir, "rendezvous")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p])
-    env.setdefault("OMP_NUM_THREADS", "1")
-    t0 = time.time()
-    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "dist_diffusers_worker.py"),
-                               str(r), str(WORLD), init_file, outdir], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-             for r in range(WORLD)]
-    logs = []
-    try:
-        for p in procs:
-            out, _ = p.communicate(timeout=240)
-            logs.append(out.decode(errors="replace"))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for r in range(WORLD):
-        path = os.path.join(outdir, "rank%d.json" % r)
-        assert os.path.exists(path), "rank %d wrote no results:\n%s" % (r, "\n".join(logs))
-        with open(path) as f:
-            for name, res in json.load(f).items():
-                _RESULTS.setdefault(name, []).append(res)
-    _RESULTS["_seconds"] = time.time() - t0
+    _RESULTS.update(run_ranks("dist_diffusers_worker.py", WORLD, "psa_dist_diffusers_"))
     return _RESULTS
 
 

@@ -7,25 +7,13 @@ import numpy as np
 import pytest
 
 import psa
-
-
-def _video(rng, b, h, grid, text, d):
-    """Video-like heads: smooth random fields over the grid (text rows first), so PSA masks
-    are sparse and depend on the sampled rows."""
-    t, hh, w = grid
-    zz, yy, xx = np.meshgrid(np.arange(t), np.arange(hh), np.arange(w), indexing="ij")
-    pos = np.stack([zz.ravel() / 2.0, yy.ravel() / 3.0, xx.ravel() / 3.0], 1)
-    f = rng.standard_normal((b, h, 3, d))
-    phase = rng.uniform(0, 6.3, (b, h, 1, d))
-    x = 3.0 * np.cos(np.einsum("nc,bhcd->bhnd", pos, f) + phase)
-    x += 0.3 * rng.standard_normal(x.shape)
-    return np.concatenate([rng.standard_normal((b, h, text, d)), x], 2).astype(np.float32)
+from conftest import video_heads
 
 
 def _video_qkv(rng, b, h, grid, d, hkv=None, text=0):
     hkv = hkv or h
-    return (_video(rng, b, h, grid, text, d), _video(rng, b, hkv, grid, text, d),
-            _video(rng, b, hkv, grid, text, d))
+    return (video_heads(rng, b, h, grid, text, d), video_heads(rng, b, hkv, grid, text, d),
+            video_heads(rng, b, hkv, grid, text, d))
 
 
 def _qkv(rng, b, h, l, d, hkv=None):

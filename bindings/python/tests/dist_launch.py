@@ -1,0 +1,46 @@
+# bindings/python/tests/dist_launch.py -- starts a torch.distributed worker script on `world`
+# ranks (one subprocess per rank, gloo, file:// rendezvous in a fresh directory) and collects
+# what each rank wrote: the worker takes argv rank, world, rendezvous file, output directory
+# and writes rank<r>.json = {case: result}. Used by test_distributed.py and
+# test_distributed_diffusers.py.
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_ranks(script, world, prefix, timeout=240):
+    """{case: [result of rank 0, rank 1, ...], "_seconds": wall time of the run}."""
+    outdir = tempfile.mkdtemp(prefix=prefix)
+    init_file = os.path.join(outdir, "rendezvous")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    t0 = time.time()
+    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, script), str(r), str(world),
+                               init_file, outdir], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for r in range(world)]
+    logs = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=timeout)
+            logs.append(out.decode(errors="replace"))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    elapsed = time.time() - t0
+    results = {}
+    for r in range(world):
+        path = os.path.join(outdir, "rank%d.json" % r)
+        assert os.path.exists(path), "rank %d wrote no results:\n%s" % (r, "\n".join(logs))
+        with open(path) as f:
+            for name, res in json.load(f).items():
+                results.setdefault(name, []).append(res)
+    results["_seconds"] = elapsed
+    return results
