@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import sys
 import threading
-from typing import Any, Dict, Hashable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import capi
 from ._config import Config, Method, Value
@@ -60,17 +60,29 @@ class _Cache:
                 return entry
             self.misses += 1
         made: _Entry = make()  # outside the lock: creating a CUDA context takes a while
-        evicted = []
         with self._lock:
             entry = self._entries.setdefault(key, made)
             self._entries.move_to_end(key)
-            while len(self._entries) > self.capacity:
-                evicted.append(self._entries.popitem(last=False)[1])
+            evicted = self._pop_oldest_locked()
         if entry is not made:
             evicted.append(made)
         for old in evicted:
             _retire(old)
         return entry
+
+    def resize(self, capacity: int) -> None:
+        """Sets the bound and retires the least recently used entries above it."""
+        with self._lock:
+            self.capacity = capacity
+            evicted = self._pop_oldest_locked()
+        for old in evicted:
+            _retire(old)
+
+    def _pop_oldest_locked(self) -> List[_Entry]:
+        evicted = []
+        while len(self._entries) > self.capacity:
+            evicted.append(self._entries.popitem(last=False)[1])
+        return evicted
 
     def clear(self) -> None:
         with self._lock:
@@ -117,14 +129,7 @@ def set_cache_capacity(capacity: int) -> None:
     """Bounds the context cache (default 64 contexts; least recently used go first)."""
     if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
         raise ValueError("capacity = %r: expected an int >= 1" % (capacity,))
-    _CACHE.capacity = capacity
-    if len(_CACHE) > capacity:  # shrink now: re-inserting nothing, evict the oldest
-        with _CACHE._lock:
-            evicted = []
-            while len(_CACHE._entries) > capacity:
-                evicted.append(_CACHE._entries.popitem(last=False)[1])
-        for old in evicted:
-            _retire(old)
+    _CACHE.resize(capacity)
 
 
 # ---- configs -------------------------------------------------------------------------------
@@ -277,17 +282,17 @@ def _run(key_extra: Hashable, make_config: Any, q: Any, k: Any, v: Any, layout: 
     try:
         ctx = entry.context
         handle = ctx.handle
-        if out is None:
-            with _StreamScope(template, stream_int, current):
-                out = allocate(q, device)
-            to = describe(out, "out", layout)
-        if entry.needed is None:
-            entry.needed = int(capi.psa_workspace_size(handle, tq.desc, tk.desc, tv.desc,
-                                                       to.desc))
-        needed = entry.needed
         lse_obj, lse_address, lse_keep = None, 0, None
         ws_address, ws_keep = 0, None
+        # Every array this call allocates comes from the framework on the call's stream.
         with _StreamScope(template, stream_int, current):
+            if out is None:
+                out = allocate(q, device)
+                to = describe(out, "out", layout)
+            if entry.needed is None:
+                entry.needed = int(capi.psa_workspace_size(handle, tq.desc, tk.desc, tv.desc,
+                                                           to.desc))
+            needed = entry.needed
             if return_lse:
                 batch, heads, seq = (int(to.desc.get_shape(i)) for i in range(3))
                 lse_obj = allocate(template, device, shape=(batch, heads, seq), float32=True)
