@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <memory>
 
-#include "config/config.h"
 #include "context/plan.h"
 
 namespace psa {
@@ -48,14 +47,14 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual psa_backend kind() const = 0;
-  // Completes `plan` for this backend: sets plan->workspace_bytes and backend_data.
-  virtual psa_status prepare(const Config& config, Plan* plan) = 0;
+  // Completes `plan` for this backend: sets plan->workspace_bytes and backend_data. Reads the
+  // plan's route, never the Config.
+  virtual psa_status prepare(Plan* plan) = 0;
   // Checks that every pointer of `args` lives in this backend's memory space.
   virtual psa_status check_pointers(const Plan& plan, const ForwardArgs& args) = 0;
   // Runs one forward. CPU: synchronous, fills *counts. CUDA: enqueues on args.stream and
   // writes counts into the workspace; read them later with read_counts().
-  virtual psa_status forward(const Config& config, const Plan& plan, const ForwardArgs& args,
-                             LevelCounts* counts) = 0;
+  virtual psa_status forward(const Plan& plan, const ForwardArgs& args, LevelCounts* counts) = 0;
   // Fetches the counts of the last sparse forward (CUDA: synchronises its stream).
   virtual psa_status read_counts(LevelCounts* counts) = 0;
   // Copies the level map [B, Hq, Mq, Nk] int8 that the last sparse forward with `plan` kept

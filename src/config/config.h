@@ -13,6 +13,20 @@ namespace psa {
 enum LevelSlot : int { kSlotL1 = 0, kSlotL2 = 1, kSlotL4 = 2, kSlotL8 = 3, kSlotL0 = 4, kNumSlots = 5 };
 constexpr int kSlotLevel[kNumSlots] = {1, 2, 4, 8, 0};
 
+// The route of a forward: which stage sequence a sparse step runs. The method -> route decision
+// is written here once; everything downstream asks the route (a plan's RoutePlan), never
+// compares methods. A new method = a new value here + its stage calls in both backends.
+enum class Route : uint8_t {
+  kDense,        // plain attention (method dense; warm-up steps of any method run dense too)
+  kBlockMethod,  // rf_v2 / ada_bsa: full-resolution blocks from the method's own mask
+  kPsa,          // rearrange -> pool -> importance -> mask -> pyramid attention -> inverse
+};
+constexpr Route route_of(psa_method m) {
+  return m == PSA_METHOD_DENSE                                ? Route::kDense
+         : m == PSA_METHOD_RF_V2 || m == PSA_METHOD_ADA_BSA ? Route::kBlockMethod
+                                                              : Route::kPsa;
+}
+
 struct Config {
   psa_method method = PSA_METHOD_PSA;
   std::string description;

@@ -95,7 +95,7 @@ psa_status check_blocks(const Config& c, const std::string& where) {
 
 // rf_v2 and ada_bsa are defined on 128x128 blocks only (rainfusion-adabsa spec 4).
 psa_status check_block_sparse_methods(const Config& c, const std::string& where) {
-  if (c.method != PSA_METHOD_RF_V2 && c.method != PSA_METHOD_ADA_BSA) return PSA_OK;
+  if (route_of(c.method) != Route::kBlockMethod) return PSA_OK;
   const char* m = enum_name(PSA_PARAM_METHOD, c.method);
   PSA_RETURN_IF(c.block_m != 128, PSA_ERR_INVALID_CONFIG, "%s = %lld: type %s allows only 128",
                 key(where, "block_size.m").c_str(), static_cast<long long>(c.block_m), m);

@@ -9,9 +9,30 @@
 
 namespace psa {
 
+RoutePlan resolve_route(const Config& config) {
+  RoutePlan r;
+  r.route = route_of(config.method);
+  r.method = config.method;
+  r.causal = config.causal;
+  r.seed = static_cast<uint64_t>(config.seed);
+  r.batch_offset = config.batch_offset;
+  r.head_offset = config.head_offset;
+  r.mask_row = mask_row_params(config);
+  r.use_sim_mask = config.use_sim_mask;
+  std::copy(config.sim_threshold, config.sim_threshold + 3, r.sim_threshold);
+  r.text_rule = config.text_rule;
+  r.text_rows_dense = config.text_rows_dense;
+  r.sparsity = config.sparsity;
+  r.cdf_threshold = config.cdf_threshold;
+  r.keep_sink = config.keep_sink;
+  r.keep_recent = config.keep_recent;
+  return r;
+}
+
 psa_status make_plan(const Config& config, const VideoGeometry& geometry, const Problem& problem,
                      Plan* plan) {
   plan->problem = problem;
+  plan->route = resolve_route(config);
   plan->block_m = config.block_m;
   plan->block_n = config.block_n;
   plan->tile_n = config.tile_n;
@@ -38,7 +59,7 @@ psa_status make_plan(const Config& config, const VideoGeometry& geometry, const 
   plan->k_seq.length = problem.len_k;
   plan->text_begin = plan->text_end = 0;
 
-  const bool sparse_method = config.method != PSA_METHOD_DENSE;
+  const bool sparse_method = plan->route.sparse();
   if (!geometry.set) {
     PSA_RETURN_IF(sparse_method && config.use_rearrange, PSA_ERR_INVALID_STATE,
                   "use_rearrange = 1 but no video grid is set; call psa_context_set_video_grid "
@@ -85,7 +106,7 @@ psa_status psa_context_s::get_plan(const psa::Problem& problem, const psa::Plan*
   auto plan = std::make_unique<psa::Plan>();
   PSA_TRY(psa::make_plan(cfg, geometry, problem, plan.get()));
   plan->geometry_version = geometry_version;
-  PSA_TRY(backend->prepare(cfg, plan.get()));
+  PSA_TRY(backend->prepare(plan.get()));
   if (retired_plan && retired_plan.get() != last_plan) retired_plan.reset();
   if (plans.size() >= psa::kMaxCachedPlans) {
     if (plans.front().get() == last_plan) {
@@ -106,5 +127,5 @@ int64_t psa_context_s::next_step() const {
 }
 
 bool psa_context_s::step_is_dense(int64_t step) const {
-  return cfg.method == PSA_METHOD_DENSE || step < cfg.warmup_steps;
+  return psa::route_of(cfg.method) == psa::Route::kDense || step < cfg.warmup_steps;
 }

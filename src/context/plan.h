@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "config/config.h"
+#include "mask/mask.h"
 #include "rearrange/rearrange.h"
 
 namespace psa {
@@ -20,6 +21,33 @@ struct Problem {
   }
 };
 
+// Every Config-derived choice a forward makes, resolved once when the shape is planned
+// (resolve_route). Backends read this, never Config: a forward holds no method comparisons.
+struct RoutePlan {
+  Route route = Route::kPsa;
+  psa_method method = PSA_METHOD_PSA;
+  bool causal = false;
+  // Importance sampler (PSA route): seed and the shard's global batch / head offsets.
+  uint64_t seed = 0;
+  int64_t batch_offset = 0, head_offset = 0;
+  // Mask (PSA route).
+  MaskRowParams mask_row;
+  bool use_sim_mask = false;
+  double sim_threshold[3] = {0.0, 0.0, -1.0};
+  psa_text_rule text_rule = PSA_TEXT_RULE_SPAN;
+  bool text_rows_dense = false;
+  // Block methods (rf_v2, ada_bsa).
+  double sparsity = 0.0, cdf_threshold = 1.0;
+  bool keep_sink = true, keep_recent = true;
+
+  bool sparse() const { return route != Route::kDense; }
+  bool block_method() const { return route == Route::kBlockMethod; }
+  bool psa() const { return route == Route::kPsa; }
+  // Whether the forward's PSA mask caps levels by key-block similarity (PSA route only).
+  bool sim_cap() const { return route == Route::kPsa && use_sim_mask; }
+};
+RoutePlan resolve_route(const Config& config);
+
 // Backend-owned part of a plan (device tables, ...). Destroyed with the plan.
 struct BackendPlanData {
   virtual ~BackendPlanData() = default;
@@ -27,6 +55,7 @@ struct BackendPlanData {
 
 struct Plan {
   Problem problem;
+  RoutePlan route;
   uint64_t geometry_version = 0;  // context's geometry counter when planned
   // Blocks.
   int64_t block_m = 128, block_n = 64, tile_n = 32;

@@ -13,4 +13,22 @@ void importance_cpu(const float* q, int64_t lq, const float* k, int64_t lk, int6
                     int64_t block_m, int64_t block_n, const int32_t* q_offsets, int32_t q_count,
                     const int32_t* k_offsets, int32_t k_count, float scale, float* scores);
 
+// Where one (batch, head)'s in-block sample offsets come from: the injected offsets when
+// q_injected is non-NULL (q_count / k_count each), else the seeded sampler of
+// importance_spec.h at the global (batch, head).
+struct ImportanceSampling {
+  uint64_t seed = 0;
+  int64_t batch = 0, head = 0;
+  int32_t q_count = 0, k_count = 0;
+  const int32_t* q_injected = nullptr;
+  const int32_t* k_injected = nullptr;
+};
+
+// Importance stage of one (batch, head): draws (or copies) the sample offsets into q_off /
+// k_off (`shuffle` holds max(block_m, block_n) ints), then importance_cpu into scores.
+void importance_head_cpu(const float* q, int64_t lq, const float* k, int64_t lk, int64_t d,
+                         int64_t block_m, int64_t block_n, float scale,
+                         const ImportanceSampling& sampling, int32_t* shuffle, int32_t* q_off,
+                         int32_t* k_off, float* scores);
+
 }  // namespace psa

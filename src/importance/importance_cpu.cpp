@@ -50,4 +50,21 @@ void importance_cpu(const float* q, int64_t lq, const float* k, int64_t lk, int6
   }
 }
 
+void importance_head_cpu(const float* q, int64_t lq, const float* k, int64_t lk, int64_t d,
+                         int64_t block_m, int64_t block_n, float scale,
+                         const ImportanceSampling& s, int32_t* shuffle, int32_t* q_off,
+                         int32_t* k_off, float* scores) {
+  if (s.q_injected != nullptr) {
+    std::copy(s.q_injected, s.q_injected + s.q_count, q_off);
+    std::copy(s.k_injected, s.k_injected + s.k_count, k_off);
+  } else {
+    sample_offsets(s.seed, s.batch, s.head, kSampleQuery, static_cast<int32_t>(block_m), s.q_count,
+                   shuffle, q_off);
+    sample_offsets(s.seed, s.batch, s.head, kSampleKey, static_cast<int32_t>(block_n), s.k_count,
+                   shuffle, k_off);
+  }
+  importance_cpu(q, lq, k, lk, d, block_m, block_n, q_off, s.q_count, k_off, s.k_count, scale,
+                 scores);
+}
+
 }  // namespace psa

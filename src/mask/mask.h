@@ -54,6 +54,17 @@ struct MaskPostParams {
 };
 void postprocess_levels(int8_t* levels, int64_t mq, int64_t nk, const MaskPostParams& params);
 
+// Mask stage of one (batch, head) on the host: every row of `scores` [mq, nk] through
+// build_mask_row (under post.causal only its causally visible prefix; the rest 0), then
+// postprocess_levels. `order` holds nk ints.
+void mask_head_cpu(const float* scores, int64_t mq, int64_t nk, const MaskRowParams& row,
+                   const MaskPostParams& post, int8_t* levels, int32_t* order);
+
+// Similarity-cap stage of one key head: replicate-pads k [lk, d] to n_blocks * block_n rows
+// in kpad, then sim_cap_row into cap [n_blocks].
+void sim_cap_head_cpu(const float* k, int64_t lk, int64_t d, int64_t n_blocks, int64_t block_n,
+                      const double threshold[3], float* kpad, int8_t* cap);
+
 // Causal visibility of key blocks for query block i (bottom-right aligned: query row x sees
 // keys t <= x + (lk - lq)). Returns the number of key blocks that hold at least one key
 // visible to some row of block i (0 when none).

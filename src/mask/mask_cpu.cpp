@@ -84,4 +84,16 @@ int64_t causal_visible_blocks(int64_t i, int64_t block_m, int64_t block_n, int64
   return causal_key_blocks(i, block_m, block_n, lq, lk);
 }
 
+void mask_head_cpu(const float* scores, int64_t mq, int64_t nk, const MaskRowParams& row,
+                   const MaskPostParams& post, int8_t* levels, int32_t* order) {
+  for (int64_t i = 0; i < mq; ++i) {
+    int8_t* out = levels + i * nk;
+    const int64_t n =
+        post.causal ? causal_visible_blocks(i, post.block_m, post.block_n, post.lq, post.lk) : nk;
+    std::fill(out, out + nk, int8_t{0});
+    if (n > 0) build_mask_row(scores + i * nk, n, row, out, order, nullptr);
+  }
+  postprocess_levels(levels, mq, nk, post);
+}
+
 }  // namespace psa

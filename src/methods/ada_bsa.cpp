@@ -54,11 +54,10 @@ int64_t ada_bsa_scratch_floats(const Plan& plan) {
   return ada_bsa_groups(plan.problem.len_k) + nb * nb + 2 * nb;
 }
 
-psa_status build_ada_bsa_levels(const Config& config, const Plan& plan, const float* q,
-                                const float* k, float* scratch, int8_t* levels) {
-  PSA_TRY(check_block_sparse_problem(config, plan));
+psa_status build_ada_bsa_levels(const Plan& plan, const float* q, const float* k, float* scratch, int8_t* levels) {
+  PSA_TRY(check_block_sparse_problem(plan));
   const int64_t len = plan.problem.len_k, d = plan.problem.head_dim, nb = plan.k_blocks;
-  const bool causal = config.causal;
+  const bool causal = plan.route.causal;
   float* logits = scratch;
   float* sb = logits + ada_bsa_groups(len);
   float* x = sb + nb * nb;
@@ -74,15 +73,15 @@ psa_status build_ada_bsa_levels(const Config& config, const Plan& plan, const fl
       continue;
     }
     for (int64_t j = 0; j < n; ++j)
-      x[j] = ada_bsa_excluded(j, n, causal, config.keep_sink, config.keep_recent) ? 0.0f
+      x[j] = ada_bsa_excluded(j, n, causal, plan.route.keep_sink, plan.route.keep_recent) ? 0.0f
                                                                                    : sb[i * nb + j];
     std::copy(x, x + n, y);
     std::sort(y, y + n, larger_first);
-    const int64_t keep = ada_bsa_keep_count(y, n, config.cdf_threshold, config.sparsity);
+    const int64_t keep = ada_bsa_keep_count(y, n, plan.route.cdf_threshold, plan.route.sparsity);
     const float guard = y[keep - 1];
     for (int64_t j = 0; j < n; ++j)
       out[j] = ada_bsa_keep(x[j], guard, j,
-                            ada_bsa_excluded(j, n, causal, config.keep_sink, config.keep_recent))
+                            ada_bsa_excluded(j, n, causal, plan.route.keep_sink, plan.route.keep_recent))
                    ? int8_t{1}
                    : int8_t{0};
   }

@@ -4,24 +4,23 @@
 #pragma once
 #include <cstdint>
 
-#include "config/config.h"
 #include "context/plan.h"
 
 namespace psa {
 
 // rf_v2 (rf_v2.cpp): q, k [L, d] fp32 in rf_v2 token order (the plan's permutation).
 int64_t rf_v2_scratch_floats(const Plan& plan);
-psa_status build_rf_v2_levels(const Config& config, const Plan& plan, const float* q,
+psa_status build_rf_v2_levels(const Plan& plan, const float* q,
                               const float* k, float* scratch, int8_t* levels);
 
 // ada_bsa (ada_bsa.cpp): q, k [L, d] fp32 in the caller's token order.
 int64_t ada_bsa_scratch_floats(const Plan& plan);
-psa_status build_ada_bsa_levels(const Config& config, const Plan& plan, const float* q,
+psa_status build_ada_bsa_levels(const Plan& plan, const float* q,
                                 const float* k, float* scratch, int8_t* levels);
 
 // Shape rules shared by both builders (methods.cpp): block_m = block_n = 128 (else
 // PSA_ERR_UNSUPPORTED) and len_q == len_k (else PSA_ERR_INVALID_SHAPE), messages naming
 // the method and the values.
-psa_status check_block_sparse_problem(const Config& config, const Plan& plan);
+psa_status check_block_sparse_problem(const Plan& plan);
 
 }  // namespace psa

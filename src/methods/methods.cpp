@@ -7,8 +7,8 @@
 
 namespace psa {
 
-psa_status check_block_sparse_problem(const Config& config, const Plan& plan) {
-  const char* name = config.method == PSA_METHOD_RF_V2 ? "rf_v2" : "ada_bsa";
+psa_status check_block_sparse_problem(const Plan& plan) {
+  const char* name = plan.route.method == PSA_METHOD_RF_V2 ? "rf_v2" : "ada_bsa";
   PSA_RETURN_IF(plan.block_m != 128 || plan.block_n != 128, PSA_ERR_UNSUPPORTED,
                 "block_size (m, n) = (%lld, %lld): type %s supports only 128 x 128 blocks",
                 static_cast<long long>(plan.block_m), static_cast<long long>(plan.block_n), name);
@@ -20,24 +20,24 @@ psa_status check_block_sparse_problem(const Config& config, const Plan& plan) {
   return PSA_OK;
 }
 
-int64_t method_scratch_floats(const Config& config, const Plan& plan) {
-  switch (config.method) {
+int64_t method_scratch_floats(const Plan& plan) {
+  switch (plan.route.method) {
     case PSA_METHOD_RF_V2: return rf_v2_scratch_floats(plan);
     case PSA_METHOD_ADA_BSA: return ada_bsa_scratch_floats(plan);
     default: return 0;
   }
 }
 
-psa_status build_method_levels(const Config& config, const Plan& plan, const float* q,
-                               const float* k, float* scratch, int8_t* levels) {
-  switch (config.method) {
-    case PSA_METHOD_RF_V2: return build_rf_v2_levels(config, plan, q, k, scratch, levels);
-    case PSA_METHOD_ADA_BSA: return build_ada_bsa_levels(config, plan, q, k, scratch, levels);
+psa_status build_method_levels(const Plan& plan, const float* q, const float* k, float* scratch,
+                               int8_t* levels) {
+  switch (plan.route.method) {
+    case PSA_METHOD_RF_V2: return build_rf_v2_levels(plan, q, k, scratch, levels);
+    case PSA_METHOD_ADA_BSA: return build_ada_bsa_levels(plan, q, k, scratch, levels);
     default:
       return set_error(PSA_ERR_INTERNAL,
                        "build_method_levels: type = %d is not a block-sparse method "
                        "(rf_v2 = %d, ada_bsa = %d)",
-                       static_cast<int>(config.method), PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA);
+                       static_cast<int>(plan.route.method), PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA);
   }
 }
 

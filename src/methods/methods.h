@@ -4,17 +4,16 @@
 #pragma once
 #include <cstdint>
 
-#include "config/config.h"
 #include "context/plan.h"
 
 namespace psa {
 
-// Builds the level map [q_blocks, k_blocks] of one (batch, query head) for config.method
-// in {PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA}. q: [lq, d], k: [lk, d] fp32, already in the
+// Builds the level map [q_blocks, k_blocks] of one (batch, query head) for plan.route.method
+// in {PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA} (route kBlockMethod). q: [lq, d], k: [lk, d] fp32, already in the
 // method's token order (plan.q_seq / plan.k_seq). `scratch` holds
 // method_scratch_floats(plan) floats.
-psa_status build_method_levels(const Config& config, const Plan& plan, const float* q,
-                               const float* k, float* scratch, int8_t* levels);
-int64_t method_scratch_floats(const Config& config, const Plan& plan);
+psa_status build_method_levels(const Plan& plan, const float* q, const float* k, float* scratch,
+                               int8_t* levels);
+int64_t method_scratch_floats(const Plan& plan);
 
 }  // namespace psa

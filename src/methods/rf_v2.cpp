@@ -40,9 +40,8 @@ int64_t rf_v2_scratch_floats(const Plan& plan) {
   return 2 * nb * plan.problem.head_dim + 2 * nb;
 }
 
-psa_status build_rf_v2_levels(const Config& config, const Plan& plan, const float* q,
-                              const float* k, float* scratch, int8_t* levels) {
-  PSA_TRY(check_block_sparse_problem(config, plan));
+psa_status build_rf_v2_levels(const Plan& plan, const float* q, const float* k, float* scratch, int8_t* levels) {
+  PSA_TRY(check_block_sparse_problem(plan));
   PSA_RETURN_IF(plan.k_seq.frame_tokens <= 0 || plan.k_seq.src.empty(), PSA_ERR_INVALID_STATE,
                 "type = rf_v2 needs the video grid (latent t, h, w): call "
                 "psa_context_set_video_grid before planning the shape");
@@ -54,7 +53,7 @@ psa_status build_rf_v2_levels(const Config& config, const Plan& plan, const floa
   block_means(q, len, d, nb, qbar);
   block_means(k, len, d, nb, kbar);
 
-  const int64_t keep = rf_v2_keep_count(nb, config.sparsity);
+  const int64_t keep = rf_v2_keep_count(nb, plan.route.sparsity);
   const int64_t sink = rf_v2_sink_blocks(plan.k_seq.frame_tokens, nb);
   const bool has_text = plan.text_end > plan.text_begin;
   const int64_t text_lo = has_text ? plan.text_begin / kRfV2Block : nb;

@@ -16,7 +16,7 @@ namespace {
 // reorder breaks causality).
 psa_status check_method_supported(const psa_context* ctx, const Problem& problem) {
   const Config& cfg = ctx->cfg;
-  if (cfg.method != PSA_METHOD_RF_V2 && cfg.method != PSA_METHOD_ADA_BSA) return PSA_OK;
+  if (route_of(cfg.method) != Route::kBlockMethod) return PSA_OK;
   const char* name = cfg.method == PSA_METHOD_RF_V2 ? "rf_v2" : "ada_bsa";
   PSA_RETURN_IF(cfg.block_m != 128 || cfg.block_n != 128, PSA_ERR_UNSUPPORTED,
                 "block_size (m, n) = (%lld, %lld): type %s supports only 128 x 128 blocks",
@@ -143,7 +143,7 @@ psa_status run_forward(psa_context* ctx, const ForwardTensors& t, void* workspac
   PSA_TRY(ctx->backend->check_pointers(*plan, args));
 
   LevelCounts counts;
-  PSA_TRY(ctx->backend->forward(ctx->cfg, *plan, args, &counts));
+  PSA_TRY(ctx->backend->forward(*plan, args, &counts));
 
   ctx->has_stats = true;
   ctx->last_dense = args.dense;

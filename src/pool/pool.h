@@ -11,4 +11,9 @@ namespace psa {
 void pool_pyramid_cpu(const float* x, int64_t len, int64_t d, int64_t n_blocks, int64_t block_n,
                       float* out2, float* out4, float* out8);
 
+// Pool stage of one key/value head: the level-2/4/8 pyramids of k and v ([lk, d] fp32) into
+// k_out[0..3) and v_out[0..3).
+void pool_kv_cpu(const float* k, const float* v, int64_t lk, int64_t d, int64_t n_blocks,
+                 int64_t block_n, float* const k_out[3], float* const v_out[3]);
+
 }  // namespace psa

@@ -26,4 +26,10 @@ void pool_pyramid_cpu(const float* x, int64_t len, int64_t d, int64_t n_blocks, 
   }
 }
 
+void pool_kv_cpu(const float* k, const float* v, int64_t lk, int64_t d, int64_t n_blocks,
+                 int64_t block_n, float* const k_out[3], float* const v_out[3]) {
+  pool_pyramid_cpu(k, lk, d, n_blocks, block_n, k_out[0], k_out[1], k_out[2]);
+  pool_pyramid_cpu(v, lk, d, n_blocks, block_n, v_out[0], v_out[1], v_out[2]);
+}
+
 }  // namespace psa

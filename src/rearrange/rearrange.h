@@ -30,6 +30,18 @@ std::vector<int64_t> gilbert3d_order(int64_t W, int64_t H, int64_t D);
 std::vector<int64_t> sta_order(int64_t W, int64_t H, int64_t D, int64_t tT, int64_t tH,
                                int64_t tW);
 
+// Rearrange stage on the host (rearrange_cpu.cpp): head (b, h) of a strided [B, H, L, D]
+// tensor `base` into dense fp32 dst [len, d], row i <- caller row src[i] (identity when src is
+// empty). The inverse stage writes `out` [len, d] back to caller rows src[i] and, when lse_bh
+// is non-NULL, lse[i] to lse_bh[src[i]].
+void rearrange_head_cpu(const void* base, psa_dtype dtype, const int64_t* stride, int64_t b,
+                        int64_t h, int64_t len, int64_t d, const std::vector<int64_t>& src,
+                        float* dst);
+void inverse_rearrange_head_cpu(void* base, psa_dtype dtype, const int64_t* stride, int64_t b,
+                                int64_t h, int64_t len, int64_t d,
+                                const std::vector<int64_t>& src, const float* out,
+                                const float* lse, float* lse_bh);
+
 // Sequence permutation used by one forward: src[i] = index, in the caller's sequence, of
 // the token at position i of the rearranged sequence (so x_r[i] = x[src[i]] and
 // out[src[i]] = out_r[i]). Also reports the text span [text_begin, text_end) in the

@@ -104,7 +104,7 @@ psa_status build_sequence_plan(const Config& config, const VideoGeometry& geomet
     *plan = std::move(out);
     return PSA_OK;
   }
-  if (!config.use_rearrange || config.method == PSA_METHOD_ADA_BSA) {
+  if (!config.use_rearrange || route_of(config.method) == Route::kBlockMethod) {
     *plan = std::move(out);
     return PSA_OK;
   }

@@ -124,11 +124,11 @@ MaskResult run_case(const MaskCase& c, uint32_t seed) {
   permute(&k, c.B * c.Hkv, L, d, plan.k_seq.src);
 
   std::vector<int8_t> want(static_cast<size_t>(c.B * c.Hq * nb * nb));
-  std::vector<float> scratch(static_cast<size_t>(method_scratch_floats(cfg, plan)));
+  std::vector<float> scratch(static_cast<size_t>(method_scratch_floats(plan)));
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t h = 0; h < c.Hq; ++h) {
       const psa_status st = build_method_levels(
-          cfg, plan, q.f.data() + (b * c.Hq + h) * L * d, k.f.data() + (b * c.Hkv + h / group) * L * d,
+          plan, q.f.data() + (b * c.Hq + h) * L * d, k.f.data() + (b * c.Hkv + h / group) * L * d,
           scratch.data(), want.data() + (b * c.Hq + h) * nb * nb);
       EXPECT_EQ(PSA_OK, st) << c.name << ": " << psa_last_error_message();
     }

@@ -42,7 +42,7 @@ std::string weighted(const psa::Config& cfg, const std::vector<float>& w) {
     k[static_cast<size_t>(t * kD)] = std::log(w[static_cast<size_t>(t / 128)]);
   }
   const psa::Plan plan = plan_for(cfg, psa::VideoGeometry{}, len, kD, 1.0);
-  return mask_string(levels_of(cfg, plan, q, k), nb);
+  return mask_string(levels_of(plan, q, k), nb);
 }
 
 std::string rows(const std::string& row, int64_t n) {
@@ -110,7 +110,7 @@ std::string causal_uniform(bool keep_sink, bool keep_recent, double tau) {
   const psa::Config cfg = ada(tau, 0.0, keep_sink, keep_recent, true);
   std::vector<float> z(512 * kD, 0.0f);
   const psa::Plan plan = plan_for(cfg, psa::VideoGeometry{}, 512, kD, 1.0);
-  return mask_string(levels_of(cfg, plan, z, z), 4);
+  return mask_string(levels_of(plan, z, z), 4);
 }
 
 TEST(AdaBsaMask, CausalRows) {
@@ -135,7 +135,7 @@ TEST(AdaBsaMask, KeyTailIsScored) {
   }
   const psa::Config cfg = ada(0.3, 0.0, true, false, true);
   const psa::Plan plan = plan_for(cfg, psa::VideoGeometry{}, len, kD, 1.0);
-  EXPECT_EQ(mask_string(levels_of(cfg, plan, q, k), 3), "100/110/101");
+  EXPECT_EQ(mask_string(levels_of(plan, q, k), 3), "100/110/101");
 }
 
 // ---- Independent model (spec 3.2-3.3, double, full matrices, query-reversed groups) ----
@@ -220,7 +220,7 @@ TEST(AdaBsaMask, MatchesIndependentDoubleModel) {
     const std::vector<float> k = psa_test::video_like(rng, 1, 1, cs.len, d);
     const psa::Config cfg = ada(cs.tau, cs.sparsity, cs.sink, cs.recent, cs.causal);
     const psa::Plan plan = plan_for(cfg, psa::VideoGeometry{}, cs.len, d);
-    const std::vector<int8_t> got = levels_of(cfg, plan, q, k);
+    const std::vector<int8_t> got = levels_of(plan, q, k);
     const std::vector<int8_t> want = model(q, k, cs.len, d, 1.0 / std::sqrt(double(d)), cfg);
     ASSERT_EQ(got.size(), want.size());
     int64_t diff = 0;

@@ -51,12 +51,12 @@ inline psa::Plan plan_for(const psa::Config& cfg, const psa::VideoGeometry& geo,
 }
 
 // Level map [nb, nb] of one head; q, k already in the plan's token order.
-inline std::vector<int8_t> levels_of(const psa::Config& cfg, const psa::Plan& plan,
+inline std::vector<int8_t> levels_of(const psa::Plan& plan,
                                      const std::vector<float>& q, const std::vector<float>& k,
                                      psa_status* status = nullptr) {
-  std::vector<float> scratch(static_cast<size_t>(psa::method_scratch_floats(cfg, plan)));
+  std::vector<float> scratch(static_cast<size_t>(psa::method_scratch_floats(plan)));
   std::vector<int8_t> lv(static_cast<size_t>(plan.q_blocks * plan.k_blocks), -1);
-  const psa_status st = psa::build_method_levels(cfg, plan, q.data(), k.data(), scratch.data(), lv.data());
+  const psa_status st = psa::build_method_levels(plan, q.data(), k.data(), scratch.data(), lv.data());
   if (status) {
     *status = st;
   } else {

@@ -43,7 +43,7 @@ struct FourTiles {
     const psa::Config cfg = method_config(PSA_METHOD_RF_V2, sparsity);
     const psa::Plan plan = plan_for(cfg, geo, len, kD, 1.0);
     EXPECT_EQ(plan.k_blocks, 4);
-    return mask_string(levels_of(cfg, plan, tiled(len, qv), tiled(len, kv)), 4);
+    return mask_string(levels_of(plan, tiled(len, qv), tiled(len, kv)), 4);
   }
 };
 
@@ -86,7 +86,7 @@ TEST(RfV2Mask, EveryTileHoldingTextIsForcedIncludingTheMixedOne) {
   ASSERT_EQ(plan.k_blocks, 4);
   EXPECT_EQ(plan.text_begin, 288);
   EXPECT_EQ(plan.text_end, 388);
-  const auto lv = levels_of(cfg, plan, tiled(388, {1, 1, 1, 1}), tiled(388, {0, -5, -5, 0}));
+  const auto lv = levels_of(plan, tiled(388, {1, 1, 1, 1}), tiled(388, {0, -5, -5, 0}));
   EXPECT_EQ(mask_string(lv, 4), "1111/1011/1111/1111");
 }
 
@@ -97,7 +97,7 @@ TEST(RfV2Mask, SinkSpansFrameOneAndLastTileMeanUsesItsMembers) {
   const psa::Config cfg = method_config(PSA_METHOD_RF_V2, 0.8);
   const psa::Plan plan = plan_for(cfg, grid(3, 12, 16), 576, kD, 1.0);
   ASSERT_EQ(plan.k_blocks, 5);
-  const auto lv = levels_of(cfg, plan, tiled(576, {1, 1, 1, 1, 1}), tiled(576, {-9, -9, 1, 2, 3}));
+  const auto lv = levels_of(plan, tiled(576, {1, 1, 1, 1, 1}), tiled(576, {-9, -9, 1, 2, 3}));
   EXPECT_EQ(mask_string(lv, 5), repeat_rows("11111/11111", "11001", 4));
 }
 
@@ -111,7 +111,7 @@ TEST(RfV2Mask, SingleUnalignedImageAndSmallGridsRun) {
     const int64_t len = g.t * g.h * g.w + g.text;
     const psa::Config cfg = method_config(PSA_METHOD_RF_V2, 0.8);
     const psa::Plan plan = plan_for(cfg, grid(g.t, g.h, g.w, g.text, PSA_TEXT_LAST), len, 16);
-    const auto lv = levels_of(cfg, plan, psa_test::random_vec(rng, size_t(len * 16)),
+    const auto lv = levels_of(plan, psa_test::random_vec(rng, size_t(len * 16)),
                               psa_test::random_vec(rng, size_t(len * 16)));
     for (int8_t l : lv) EXPECT_TRUE(l == 0 || l == 1);
     // Rows and columns of the sink are dense.
@@ -130,21 +130,19 @@ TEST(RfV2Mask, ErrorsNameTheProblem) {
   psa_status st = PSA_OK;
   // No video grid on the plan.
   const psa::Plan no_grid = plan_for(cfg, psa::VideoGeometry{}, 256, kD);
-  levels_of(cfg, no_grid, x, x, &st);
+  levels_of(no_grid, x, x, &st);
   EXPECT_EQ(st, PSA_ERR_INVALID_STATE);
   EXPECT_NE(std::string(psa_last_error_message()).find("video grid"), std::string::npos);
-  // Blocks other than 128 x 128 (a Config built in C++ past validation).
-  psa::Config bn64 = cfg;
-  bn64.block_n = 64;
+  // Blocks other than 128 x 128 (a plan built in C++ past validation).
   psa::Plan p64 = plan_for(cfg, grid(4, 8, 8), 256, kD);
   p64.block_n = 64;
-  levels_of(bn64, p64, x, x, &st);
+  levels_of(p64, x, x, &st);
   EXPECT_EQ(st, PSA_ERR_UNSUPPORTED);
   EXPECT_NE(std::string(psa_last_error_message()).find("128"), std::string::npos);
   // Cross-attention lengths.
   psa::Plan cross = plan_for(cfg, grid(4, 8, 8), 256, kD);
   cross.problem.len_q = 128;
-  levels_of(cfg, cross, x, x, &st);
+  levels_of(cross, x, x, &st);
   EXPECT_EQ(st, PSA_ERR_INVALID_SHAPE);
   EXPECT_NE(std::string(psa_last_error_message()).find("seq_len"), std::string::npos);
 }

@@ -6,18 +6,19 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "attention/attention.h"
 #include "backend/backend.h"
 #include "core/error.h"
-#include "core/half.h"
 #include "core/tensor.h"
 #include "importance/importance.h"
 #include "importance/importance_spec.h"
 #include "mask/mask.h"
 #include "methods/methods.h"
 #include "pool/pool.h"
+#include "rearrange/rearrange.h"
 
 namespace psa {
 namespace {
@@ -54,9 +55,9 @@ struct Scratch {
   int32_t *q_off, *k_off, *shuffle, *order;
 };
 
-Scratch carve(Carver& c, const Config& cfg, const Plan& p) {
-  const bool sim = cfg.use_sim_mask;
-  const bool other_method = cfg.method == PSA_METHOD_RF_V2 || cfg.method == PSA_METHOD_ADA_BSA;
+Scratch carve(Carver& c, const Plan& p) {
+  const bool sim = p.route.use_sim_mask;
+  const bool other_method = p.route.block_method();
   const int64_t d = p.problem.head_dim, lq = p.problem.len_q, lk = p.problem.len_k;
   const int64_t padded = p.k_blocks * p.block_n;
   Scratch s{};
@@ -73,7 +74,7 @@ Scratch carve(Carver& c, const Config& cfg, const Plan& p) {
   s.v8 = c.take<float>(padded / 8 * d);
   s.kpad = sim ? c.take<float>(padded * d) : nullptr;
   s.scores = c.take<float>(p.q_blocks * p.k_blocks);
-  s.method = other_method ? c.take<float>(method_scratch_floats(cfg, p)) : nullptr;
+  s.method = other_method ? c.take<float>(method_scratch_floats(p)) : nullptr;
   s.levels = c.take<int8_t>(p.q_blocks * p.k_blocks);
   s.cap = c.take<int8_t>(p.k_blocks);
   s.q_off = c.take<int32_t>(p.q_samples);
@@ -81,27 +82,6 @@ Scratch carve(Carver& c, const Config& cfg, const Plan& p) {
   s.shuffle = c.take<int32_t>(std::max(p.block_m, p.block_n));
   s.order = c.take<int32_t>(p.k_blocks);
   return s;
-}
-
-// Copies head (b, h) of a strided tensor into a dense fp32 [len, d] buffer, rearranged
-// (row i <- source row src[i]) when `src` is non-empty.
-void load_head(const void* base, psa_dtype dt, const int64_t* stride, int64_t b, int64_t h,
-               int64_t len, int64_t d, const std::vector<int64_t>& src, float* dst) {
-  for (int64_t i = 0; i < len; ++i) {
-    const int64_t row = src.empty() ? i : src[static_cast<size_t>(i)];
-    const int64_t off = b * stride[0] + h * stride[1] + row * stride[2];
-    for (int64_t c = 0; c < d; ++c) dst[i * d + c] = load_as_float(base, off + c, dt);
-  }
-}
-
-// Inverse of load_head for the output (and the LSE).
-void store_head(void* base, psa_dtype dt, const int64_t* stride, int64_t b, int64_t h,
-                int64_t len, int64_t d, const std::vector<int64_t>& src, const float* from) {
-  for (int64_t i = 0; i < len; ++i) {
-    const int64_t row = src.empty() ? i : src[static_cast<size_t>(i)];
-    const int64_t off = b * stride[0] + h * stride[1] + row * stride[2];
-    for (int64_t c = 0; c < d; ++c) store_from_float(base, off + c, dt, from[i * d + c]);
-  }
 }
 
 void count_levels(const int8_t* levels, int64_t n, LevelCounts* c) {
@@ -121,16 +101,149 @@ struct CpuPlanData final : BackendPlanData {
   size_t bytes = 0;
 };
 
+// The stages of one host forward over one (batch, head) at a time: scratch carved from the
+// workspace, the K/V pyramids, the level counts and stage times. Each stage method only adapts
+// the plan to its stage's function (rearrange/, pool/, importance/, mask/, methods/,
+// attention/); CpuBackend::forward calls them in pipeline order.
+class CpuForward {
+ public:
+  CpuForward(const Plan& plan, const ForwardArgs& a, Route route)
+      : plan_(plan), a_(a), route_(route), kept_(dynamic_cast<CpuPlanData*>(plan.backend_data.get())) {
+    const uintptr_t aligned = (reinterpret_cast<uintptr_t>(a.workspace) + 63) & ~uintptr_t{63};
+    Carver carver(reinterpret_cast<void*>(aligned));
+    s_ = carve(carver, plan);
+    const bool permuted = route != Route::kDense;
+    qsrc_ = permuted ? &plan.q_seq.src : &none_;
+    ksrc_ = permuted ? &plan.k_seq.src : &none_;
+    float* const k_levels[4] = {s_.k, s_.k2, s_.k4, s_.k8};
+    float* const v_levels[4] = {s_.v, s_.v2, s_.v4, s_.v8};
+    std::copy(k_levels, k_levels + 4, kp_.level);
+    std::copy(v_levels, v_levels + 4, vp_.level);
+  }
+
+  // Runs `stage_fn` and adds its wall time to stage `stage`; passes its status through.
+  template <typename F>
+  psa_status timed(int stage, F&& stage_fn) {
+    const auto t0 = Clock::now();
+    psa_status st = PSA_OK;
+    if constexpr (std::is_void_v<decltype(stage_fn())>)
+      stage_fn();
+    else
+      st = stage_fn();
+    counts_.stage_ms[stage] += ms_since(t0);
+    return st;
+  }
+
+  // Stages of one key/value head (b, hk).
+  void rearrange_kv(int64_t b, int64_t hk) {
+    const Problem& pb = plan_.problem;
+    rearrange_head_cpu(a_.k, pb.dtype, a_.k_stride, b, hk, pb.len_k, pb.head_dim, *ksrc_, s_.k);
+    rearrange_head_cpu(a_.v, pb.dtype, a_.v_stride, b, hk, pb.len_k, pb.head_dim, *ksrc_, s_.v);
+  }
+  void pool() {
+    float* const k_out[3] = {s_.k2, s_.k4, s_.k8};
+    float* const v_out[3] = {s_.v2, s_.v4, s_.v8};
+    pool_kv_cpu(s_.k, s_.v, plan_.problem.len_k, plan_.problem.head_dim, plan_.k_blocks,
+                plan_.block_n, k_out, v_out);
+  }
+  void sim_cap() {
+    sim_cap_head_cpu(s_.k, plan_.problem.len_k, plan_.problem.head_dim, plan_.k_blocks,
+                     plan_.block_n, plan_.route.sim_threshold, s_.kpad, s_.cap);
+  }
+
+  // Stages of one query head (b, h).
+  void rearrange_q(int64_t b, int64_t h) {
+    const Problem& pb = plan_.problem;
+    rearrange_head_cpu(a_.q, pb.dtype, a_.q_stride, b, h, pb.len_q, pb.head_dim, *qsrc_, s_.q);
+  }
+  void importance(int64_t b, int64_t h) {
+    const RoutePlan& r = plan_.route;
+    ImportanceSampling sm;
+    sm.seed = r.seed;
+    sm.batch = b + r.batch_offset;
+    sm.head = h + r.head_offset;
+    sm.q_count = static_cast<int32_t>(plan_.q_samples);
+    sm.k_count = static_cast<int32_t>(plan_.k_samples);
+    if (a_.q_offsets != nullptr) {
+      const int64_t bh = b * plan_.problem.heads_q + h;
+      sm.q_injected = a_.q_offsets + bh * plan_.q_samples;
+      sm.k_injected = a_.k_offsets + bh * plan_.k_samples;
+    }
+    importance_head_cpu(s_.q, plan_.problem.len_q, s_.k, plan_.problem.len_k,
+                        plan_.problem.head_dim, plan_.block_m, plan_.block_n, plan_.scale, sm,
+                        s_.shuffle, s_.q_off, s_.k_off, s_.scores);
+  }
+  void mask(int64_t b, int64_t h) {
+    const RoutePlan& r = plan_.route;
+    MaskPostParams post;
+    post.block_m = plan_.block_m;
+    post.block_n = plan_.block_n;
+    post.lq = plan_.problem.len_q;
+    post.lk = plan_.problem.len_k;
+    post.causal = r.causal;
+    post.text_rule = r.text_rule;
+    post.text_rows_dense = r.text_rows_dense;
+    post.text_begin = plan_.text_begin;
+    post.text_end = plan_.text_end;
+    post.sim_cap = r.use_sim_mask ? s_.cap : nullptr;
+    mask_head_cpu(s_.scores, plan_.q_blocks, plan_.k_blocks, r.mask_row, post, s_.levels, s_.order);
+    keep_levels(b, h);
+  }
+  psa_status method_mask(int64_t b, int64_t h) {
+    PSA_TRY(build_method_levels(plan_, s_.q, s_.k, s_.method, s_.levels));
+    keep_levels(b, h);
+    return PSA_OK;
+  }
+  void attention() {
+    const Problem& pb = plan_.problem;
+    if (route_ == Route::kDense)
+      dense_attention_cpu(s_.q, pb.len_q, s_.k, s_.v, pb.len_k, pb.head_dim, plan_.scale,
+                          plan_.route.causal, s_.out, s_.lse);
+    else
+      sparse_attention_cpu(s_.q, pb.len_q, kp_, vp_, pb.len_k, pb.head_dim, plan_.block_m,
+                           plan_.block_n, s_.levels, plan_.scale, plan_.route.causal, s_.out, s_.lse);
+  }
+  void inverse(int64_t b, int64_t h) {
+    const Problem& pb = plan_.problem;
+    float* lse_bh = a_.lse != nullptr ? a_.lse + (b * pb.heads_q + h) * pb.len_q : nullptr;
+    inverse_rearrange_head_cpu(a_.out, pb.dtype, a_.o_stride, b, h, pb.len_q, pb.head_dim, *qsrc_,
+                               s_.out, s_.lse, lse_bh);
+  }
+
+  LevelCounts& counts() { return counts_; }
+
+ private:
+  // Counts the level map of (b, h) and copies it into the plan's kept map.
+  void keep_levels(int64_t b, int64_t h) {
+    const int64_t cells = plan_.q_blocks * plan_.k_blocks;
+    count_levels(s_.levels, cells, &counts_);
+    if (kept_ == nullptr || !kept_->levels) return;
+    std::memcpy(kept_->levels.get() + (b * plan_.problem.heads_q + h) * cells, s_.levels,
+                static_cast<size_t>(cells));
+  }
+
+  const Plan& plan_;
+  const ForwardArgs& a_;
+  const Route route_;
+  CpuPlanData* kept_;
+  Scratch s_{};
+  Pyramid kp_, vp_;
+  const std::vector<int64_t> none_;
+  const std::vector<int64_t>* qsrc_;
+  const std::vector<int64_t>* ksrc_;
+  LevelCounts counts_;
+};
+
 class CpuBackend final : public Backend {
  public:
   psa_backend kind() const override { return PSA_BACKEND_CPU; }
 
-  psa_status prepare(const Config& config, Plan* plan) override {
+  psa_status prepare(Plan* plan) override {
     Carver c(nullptr);
-    carve(c, config, *plan);
+    carve(c, *plan);
     plan->workspace_bytes = c.used() + 64;  // + alignment slack of the base pointer
     auto data = std::make_unique<CpuPlanData>();
-    if (config.method != PSA_METHOD_DENSE) {
+    if (plan->route.sparse()) {
       data->bytes = static_cast<size_t>(plan->problem.batch * plan->problem.heads_q * plan->q_blocks *
                                         plan->k_blocks);
       if (data->bytes <= kMaxKeptLevelMapBytes)
@@ -158,138 +271,42 @@ class CpuBackend final : public Backend {
     return PSA_OK;
   }
 
-  psa_status forward(const Config& cfg, const Plan& plan, const ForwardArgs& a,
-                     LevelCounts* counts) override {
+  // The stage sequence of one host forward, per key/value head then per query head of its
+  // group. The route picks the mask stage: none (dense), the method's own mask (rf_v2,
+  // ada_bsa) or PSA's pool -> importance -> mask.
+  psa_status forward(const Plan& plan, const ForwardArgs& a, LevelCounts* counts) override {
     const auto t_total = Clock::now();
     const Problem& pb = plan.problem;
-    const int64_t d = pb.head_dim, lq = pb.len_q, lk = pb.len_k;
+    const Route route = a.dense ? Route::kDense : plan.route.route;
+    CpuForward f(plan, a, route);
     const int64_t group = pb.heads_q / pb.heads_kv;
-    const int64_t mq = plan.q_blocks, nk = plan.k_blocks;
-    const uintptr_t aligned = (reinterpret_cast<uintptr_t>(a.workspace) + 63) & ~uintptr_t{63};
-    Carver carver(reinterpret_cast<void*>(aligned));
-    const Scratch s = carve(carver, cfg, plan);
-    const std::vector<int64_t> none;
-    const std::vector<int64_t>& qsrc = a.dense ? none : plan.q_seq.src;
-    const std::vector<int64_t>& ksrc = a.dense ? none : plan.k_seq.src;
-    const MaskRowParams row_params = mask_row_params(cfg);
-    MaskPostParams post;
-    post.block_m = plan.block_m;
-    post.block_n = plan.block_n;
-    post.lq = lq;
-    post.lk = lk;
-    post.causal = cfg.causal;
-    post.text_rule = cfg.text_rule;
-    post.text_rows_dense = cfg.text_rows_dense;
-    post.text_begin = plan.text_begin;
-    post.text_end = plan.text_end;
-    post.sim_cap = cfg.use_sim_mask ? s.cap : nullptr;
-    Pyramid kp, vp;
-    kp.level[0] = s.k;
-    kp.level[1] = s.k2;
-    kp.level[2] = s.k4;
-    kp.level[3] = s.k8;
-    vp.level[0] = s.v;
-    vp.level[1] = s.v2;
-    vp.level[2] = s.v4;
-    vp.level[3] = s.v8;
-    LevelCounts c;
-    auto t0 = Clock::now();
-    auto* kept = dynamic_cast<CpuPlanData*>(plan.backend_data.get());
-    auto keep_levels = [&](int64_t b, int64_t h) {
-      if (kept == nullptr || !kept->levels) return;
-      std::memcpy(kept->levels.get() + (b * pb.heads_q + h) * mq * nk, s.levels,
-                  static_cast<size_t>(mq * nk));
-    };
-
     for (int64_t b = 0; b < pb.batch; ++b) {
       for (int64_t hk = 0; hk < pb.heads_kv; ++hk) {
-        t0 = Clock::now();
-        load_head(a.k, pb.dtype, a.k_stride, b, hk, lk, d, ksrc, s.k);
-        load_head(a.v, pb.dtype, a.v_stride, b, hk, lk, d, ksrc, s.v);
-        c.stage_ms[PSA_STAGE_REARRANGE] += ms_since(t0);
-        const bool block_method = cfg.method == PSA_METHOD_RF_V2 || cfg.method == PSA_METHOD_ADA_BSA;
-        if (!a.dense && !block_method) {  // the other methods use full-resolution blocks only
-          t0 = Clock::now();
-          pool_pyramid_cpu(s.k, lk, d, nk, plan.block_n, s.k2, s.k4, s.k8);
-          pool_pyramid_cpu(s.v, lk, d, nk, plan.block_n, s.v2, s.v4, s.v8);
-          c.stage_ms[PSA_STAGE_POOL] += ms_since(t0);
-          if (cfg.use_sim_mask) {
-            t0 = Clock::now();
-            for (int64_t t = 0; t < nk * plan.block_n; ++t)
-              std::memcpy(s.kpad + t * d, s.k + std::min(t, lk - 1) * d, sizeof(float) * d);
-            sim_cap_row(s.kpad, nk, plan.block_n, d, cfg.sim_threshold, s.cap);
-            c.stage_ms[PSA_STAGE_MASK] += ms_since(t0);
-          }
+        f.timed(PSA_STAGE_REARRANGE, [&] { f.rearrange_kv(b, hk); });
+        if (route == Route::kPsa) {
+          f.timed(PSA_STAGE_POOL, [&] { f.pool(); });
+          if (plan.route.use_sim_mask) f.timed(PSA_STAGE_MASK, [&] { f.sim_cap(); });
         }
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-          t0 = Clock::now();
-          load_head(a.q, pb.dtype, a.q_stride, b, h, lq, d, qsrc, s.q);
-          c.stage_ms[PSA_STAGE_REARRANGE] += ms_since(t0);
-          if (a.dense) {
-            t0 = Clock::now();
-            dense_attention_cpu(s.q, lq, s.k, s.v, lk, d, plan.scale, cfg.causal, s.out, s.lse);
-            c.stage_ms[PSA_STAGE_ATTENTION] += ms_since(t0);
-          } else if (cfg.method == PSA_METHOD_RF_V2 || cfg.method == PSA_METHOD_ADA_BSA) {
-            t0 = Clock::now();
-            PSA_TRY(build_method_levels(cfg, plan, s.q, s.k, s.method, s.levels));
-            count_levels(s.levels, mq * nk, &c);
-            keep_levels(b, h);
-            c.stage_ms[PSA_STAGE_MASK] += ms_since(t0);
-            t0 = Clock::now();
-            sparse_attention_cpu(s.q, lq, kp, vp, lk, d, plan.block_m, plan.block_n, s.levels,
-                                 plan.scale, cfg.causal, s.out, s.lse);
-            c.stage_ms[PSA_STAGE_ATTENTION] += ms_since(t0);
-          } else {
-            t0 = Clock::now();
-            if (a.q_offsets != nullptr) {
-              const int64_t bh = b * pb.heads_q + h;
-              std::memcpy(s.q_off, a.q_offsets + bh * plan.q_samples, sizeof(int32_t) * plan.q_samples);
-              std::memcpy(s.k_off, a.k_offsets + bh * plan.k_samples, sizeof(int32_t) * plan.k_samples);
-            } else {
-              sample_offsets(static_cast<uint64_t>(cfg.seed), b + cfg.batch_offset, h + cfg.head_offset,
-                             kSampleQuery,
-                             static_cast<int32_t>(plan.block_m), static_cast<int32_t>(plan.q_samples),
-                             s.shuffle, s.q_off);
-              sample_offsets(static_cast<uint64_t>(cfg.seed), b + cfg.batch_offset, h + cfg.head_offset,
-                             kSampleKey,
-                             static_cast<int32_t>(plan.block_n), static_cast<int32_t>(plan.k_samples),
-                             s.shuffle, s.k_off);
-            }
-            importance_cpu(s.q, lq, s.k, lk, d, plan.block_m, plan.block_n, s.q_off,
-                           static_cast<int32_t>(plan.q_samples), s.k_off,
-                           static_cast<int32_t>(plan.k_samples), plan.scale, s.scores);
-            c.stage_ms[PSA_STAGE_IMPORTANCE] += ms_since(t0);
-            t0 = Clock::now();
-            for (int64_t i = 0; i < mq; ++i) {
-              int8_t* row = s.levels + i * nk;
-              const int64_t n = cfg.causal
-                                    ? causal_visible_blocks(i, plan.block_m, plan.block_n, lq, lk)
-                                    : nk;
-              std::fill(row, row + nk, int8_t{0});
-              if (n > 0) build_mask_row(s.scores + i * nk, n, row_params, row, s.order, nullptr);
-            }
-            postprocess_levels(s.levels, mq, nk, post);
-            count_levels(s.levels, mq * nk, &c);
-            keep_levels(b, h);
-            c.stage_ms[PSA_STAGE_MASK] += ms_since(t0);
-            t0 = Clock::now();
-            sparse_attention_cpu(s.q, lq, kp, vp, lk, d, plan.block_m, plan.block_n, s.levels,
-                                 plan.scale, cfg.causal, s.out, s.lse);
-            c.stage_ms[PSA_STAGE_ATTENTION] += ms_since(t0);
+          f.timed(PSA_STAGE_REARRANGE, [&] { f.rearrange_q(b, h); });
+          switch (route) {
+            case Route::kDense:
+              break;
+            case Route::kBlockMethod:
+              PSA_TRY(f.timed(PSA_STAGE_MASK, [&] { return f.method_mask(b, h); }));
+              break;
+            case Route::kPsa:
+              f.timed(PSA_STAGE_IMPORTANCE, [&] { f.importance(b, h); });
+              f.timed(PSA_STAGE_MASK, [&] { f.mask(b, h); });
+              break;
           }
-          t0 = Clock::now();
-          store_head(a.out, pb.dtype, a.o_stride, b, h, lq, d, qsrc, s.out);
-          if (a.lse != nullptr) {
-            float* lse_bh = a.lse + (b * pb.heads_q + h) * lq;
-            for (int64_t i = 0; i < lq; ++i)
-              lse_bh[qsrc.empty() ? i : qsrc[static_cast<size_t>(i)]] = s.lse[i];
-          }
-          c.stage_ms[PSA_STAGE_INVERSE] += ms_since(t0);
+          f.timed(PSA_STAGE_ATTENTION, [&] { f.attention(); });
+          f.timed(PSA_STAGE_INVERSE, [&] { f.inverse(b, h); });
         }
       }
     }
-    c.stage_ms[PSA_STAGE_TOTAL] = ms_since(t_total);
-    *counts = c;
+    f.counts().stage_ms[PSA_STAGE_TOTAL] = ms_since(t_total);
+    *counts = f.counts();
     return PSA_OK;
   }
 

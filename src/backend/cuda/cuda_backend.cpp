@@ -79,7 +79,7 @@ class CudaBackend final : public Backend {
 
   psa_backend kind() const override { return PSA_BACKEND_CUDA; }
 
-  psa_status prepare(const Config& cfg, Plan* plan) override {
+  psa_status prepare(Plan* plan) override {
     DeviceGuard guard(device_);
     const Problem& pb = plan->problem;
     PSA_RETURN_IF(pb.dtype != PSA_DTYPE_F16 && pb.dtype != PSA_DTYPE_BF16, PSA_ERR_UNSUPPORTED,
@@ -93,7 +93,7 @@ class CudaBackend final : public Backend {
     PSA_RETURN_IF(pb.len_q > (int64_t{1} << 30) || pb.len_k > (int64_t{1} << 30), PSA_ERR_UNSUPPORTED,
                   "seq_len %lld/%lld: the CUDA backend supports at most 2^30 tokens",
                   static_cast<long long>(pb.len_q), static_cast<long long>(pb.len_k));
-    if (cfg.method != PSA_METHOD_DENSE) {
+    if (plan->route.sparse()) {
       PSA_RETURN_IF(plan->block_m != 64 && plan->block_m != 128, PSA_ERR_UNSUPPORTED,
                     "block_size.m = %lld; supported by the CUDA backend: 64, 128",
                     static_cast<long long>(plan->block_m));
@@ -109,13 +109,13 @@ class CudaBackend final : public Backend {
                     "per row (raise block_size.n)",
                     static_cast<long long>(plan->k_blocks), static_cast<long long>(plan->block_n),
                     static_cast<long long>(max_nk));
-      PSA_TRY(check_method_mask_limits(cfg, *plan));
+      PSA_TRY(check_method_mask_limits(*plan));
     }
     int64_t score_slots = 0;
-    if (cfg.method != PSA_METHOD_DENSE) PSA_TRY(gpu::score_scratch_slots(&score_slots));
+    if (plan->route.sparse()) PSA_TRY(gpu::score_scratch_slots(&score_slots));
     auto data = std::make_unique<CudaPlanData>();
     data->device = device_;
-    data->layout = cuda_workspace_layout(cfg, *plan, score_slots);
+    data->layout = cuda_workspace_layout(*plan, score_slots);
     PSA_TRY(upload(plan->q_seq.src, &data->q_src, "q permutation: cudaMalloc/cudaMemcpy"));
     if (!plan->k_seq.src.empty() && plan->k_seq.src == plan->q_seq.src)
       data->k_src = data->q_src;
@@ -173,8 +173,7 @@ class CudaBackend final : public Backend {
     return PSA_OK;
   }
 
-  psa_status forward(const Config& cfg, const Plan& plan, const ForwardArgs& a,
-                     LevelCounts* counts) override {
+  psa_status forward(const Plan& plan, const ForwardArgs& a, LevelCounts* counts) override {
     DeviceGuard guard(device_);
     const auto* data = dynamic_cast<const CudaPlanData*>(plan.backend_data.get());
     PSA_RETURN_IF(data == nullptr, PSA_ERR_INTERNAL, "CUDA forward: the plan was not prepared by this backend");
@@ -182,6 +181,7 @@ class CudaBackend final : public Backend {
     last_stream_ = stream;
     if (counts) *counts = LevelCounts{};
     const Problem& pb = plan.problem;
+    const RoutePlan& cfg = plan.route;
     const CudaWorkspaceLayout& w = data->layout;
     char* ws = static_cast<char*>(a.workspace);
 
@@ -265,7 +265,7 @@ class CudaBackend final : public Backend {
     // 1. rearrange into contiguous copies (K and V with the pyramid below for PSA). PSA reads
     // the caller's Q in place through q_src (importance and attention) when its rows are
     // 16-byte aligned; otherwise, and for the block methods, Q is gathered here.
-    const bool block_method = is_block_method(cfg);
+    const bool block_method = cfg.block_method();
     const bool q_in_place = !block_method && gpu::attention_rows_aligned(a.q, a.q_stride);
     const void* q_use = q_in_place ? a.q : ws + w.q;
     const int64_t* q_use_stride = q_in_place ? a.q_stride : contiguous_q;
@@ -278,7 +278,7 @@ class CudaBackend final : public Backend {
       // 2-4. rf_v2 / ada_bsa: no pyramid, no sampled importance; their own level map.
       mark(kStageEvPooled);
       mark(kStageEvImportance);
-      PSA_TRY(enqueue_method_levels(cfg, plan, ws, w, stream));
+      PSA_TRY(enqueue_method_levels(plan, ws, w, stream));
     } else {
       mark(kStageEvRearranged);
       // 2. K and V: rearranged copies and their pyramids in one pass over each.
@@ -300,7 +300,7 @@ class CudaBackend final : public Backend {
       mark(kStageEvPooled);
       // 3. importance.
       gpu::OffsetArgs oa;
-      oa.seed = static_cast<uint64_t>(cfg.seed);
+      oa.seed = cfg.seed;
       oa.batch = pb.batch;
       oa.heads_q = pb.heads_q;
       oa.batch_offset = cfg.batch_offset;
@@ -352,7 +352,7 @@ class CudaBackend final : public Backend {
         ca.cap = cap;
         PSA_TRY(gpu::sim_cap_cuda(ca, stream));
       }
-      const MaskRowParams rp = mask_row_params(cfg);
+      const MaskRowParams& rp = cfg.mask_row;
       gpu::LevelArgs la;
       la.scores = sa.scores;
       la.batch = pb.batch;

@@ -1,5 +1,5 @@
 // backend/cuda/cuda_method_mask.cpp -- CUDA backend, mask stage of rf_v2 / ada_bsa: unpacks the
-// config and the plan into the cuda/methods/ entries. Enqueues only; compiled to nothing
+// plan (its route and shape) into the cuda/methods/ entries. Enqueues only; compiled to nothing
 // without PSA_WITH_CUDA.
 #if defined(PSA_WITH_CUDA)
 #include "backend/cuda/cuda_method_mask.h"
@@ -11,9 +11,9 @@
 
 namespace psa {
 
-psa_status check_method_mask_limits(const Config& cfg, const Plan& plan) {
-  if (!is_block_method(cfg)) return PSA_OK;
-  const bool rf = cfg.method == PSA_METHOD_RF_V2;
+psa_status check_method_mask_limits(const Plan& plan) {
+  if (!plan.route.block_method()) return PSA_OK;
+  const bool rf = plan.route.method == PSA_METHOD_RF_V2;
   const int64_t d = plan.problem.head_dim;
   const int64_t max_nb = rf ? gpu::rf_v2_max_blocks(d) : gpu::ada_bsa_max_blocks(d);
   PSA_RETURN_IF(plan.k_blocks > max_nb, PSA_ERR_UNSUPPORTED,
@@ -24,8 +24,9 @@ psa_status check_method_mask_limits(const Config& cfg, const Plan& plan) {
   return PSA_OK;
 }
 
-psa_status enqueue_method_levels(const Config& cfg, const Plan& plan, char* ws,
-                                 const CudaWorkspaceLayout& w, void* stream) {
+psa_status enqueue_method_levels(const Plan& plan, char* ws, const CudaWorkspaceLayout& w,
+                                 void* stream) {
+  const RoutePlan& cfg = plan.route;
   const Problem& pb = plan.problem;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   int8_t* levels = reinterpret_cast<int8_t*>(ws + w.levels);

@@ -5,24 +5,18 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_workspace.h"
-#include "config/config.h"
 #include "context/plan.h"
 
 namespace psa {
 
-// True for the methods whose level map comes from cuda/methods/ instead of the PSA stages.
-inline bool is_block_method(const Config& cfg) {
-  return cfg.method == PSA_METHOD_RF_V2 || cfg.method == PSA_METHOD_ADA_BSA;
-}
-
 // PSA_ERR_UNSUPPORTED (naming the values) when the plan's key blocks exceed what the method's
 // CUDA builder holds in shared memory on the current device.
-psa_status check_method_mask_limits(const Config& cfg, const Plan& plan);
+psa_status check_method_mask_limits(const Plan& plan);
 
-// Enqueues the level map [B*Hq, Nk, Nk] of cfg.method into workspace + w.levels, from the
+// Enqueues the level map [B*Hq, Nk, Nk] of plan.route.method into workspace + w.levels, from the
 // gathered q/k at workspace + w.q / w.k (already in the method's token order). `stream` is a
 // cudaStream_t.
-psa_status enqueue_method_levels(const Config& cfg, const Plan& plan, char* workspace,
+psa_status enqueue_method_levels(const Plan& plan, char* workspace,
                                  const CudaWorkspaceLayout& w, void* stream);
 
 }  // namespace psa

@@ -4,7 +4,6 @@
 #pragma once
 #include <cstdint>
 
-#include "config/config.h"
 #include "context/plan.h"
 #include "cuda/importance/score_scratch.h"
 
@@ -31,7 +30,7 @@ struct CudaWorkspaceLayout {
 
 // `score_slots`: resident CTAs of the importance GEMM path on the plan's device
 // (gpu::score_scratch_slots); 0 leaves its scratch out (the per-block kernel runs instead).
-inline CudaWorkspaceLayout cuda_workspace_layout(const Config& cfg, const Plan& plan, int64_t score_slots) {
+inline CudaWorkspaceLayout cuda_workspace_layout(const Plan& plan, int64_t score_slots) {
   CudaWorkspaceLayout w;
   const Problem& pb = plan.problem;
   const uint64_t es = 2, d = static_cast<uint64_t>(pb.head_dim);
@@ -46,13 +45,13 @@ inline CudaWorkspaceLayout cuda_workspace_layout(const Config& cfg, const Plan& 
   w.q = take(bq * static_cast<uint64_t>(pb.len_q) * d * es);
   w.k = take(bkv * static_cast<uint64_t>(pb.len_k) * d * es);
   w.v = take(bkv * static_cast<uint64_t>(pb.len_k) * d * es);
-  w.sparse = cfg.method != PSA_METHOD_DENSE;
+  w.sparse = plan.route.sparse();
   if (w.sparse) {
     const uint64_t mq = static_cast<uint64_t>(plan.q_blocks), nk = static_cast<uint64_t>(plan.k_blocks);
     const uint64_t padded = nk * static_cast<uint64_t>(plan.block_n);
     // rf_v2 and ada_bsa keep whole blocks at full resolution from their own scores: no
     // pyramid, no sampled importance, no similarity cap.
-    const bool block_method = cfg.method == PSA_METHOD_RF_V2 || cfg.method == PSA_METHOD_ADA_BSA;
+    const bool block_method = plan.route.block_method();
     if (!block_method) {
       for (int l = 0; l < 3; ++l) {
         w.k_pooled[l] = take(bkv * (padded >> (l + 1)) * d * es);
@@ -64,9 +63,9 @@ inline CudaWorkspaceLayout cuda_workspace_layout(const Config& cfg, const Plan& 
       w.score_scratch_bytes = gpu::score_scratch_bytes(static_cast<int64_t>(bq), plan.q_blocks, plan.k_blocks,
                                                        plan.q_samples, plan.k_samples, score_slots);
       if (w.score_scratch_bytes > 0) w.score_scratch = take(w.score_scratch_bytes);
-      if (cfg.use_sim_mask) w.cap = take(bkv * nk);
+      if (plan.route.use_sim_mask) w.cap = take(bkv * nk);
     }
-    if (cfg.method == PSA_METHOD_RF_V2) w.means = take((bq + bkv) * nk * d * 4);
+    if (plan.route.method == PSA_METHOD_RF_V2) w.means = take((bq + bkv) * nk * d * 4);
     w.levels = take(bq * mq * nk);
     w.wl_blocks = take(bq * mq * nk * 4);
     w.wl_count = take(bq * mq * 4 * 4);
