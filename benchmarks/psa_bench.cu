@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cuda_stage_timer.h"
+#define PSA_EXPERIMENTAL_API
 #include "psa.h"
 
 #define CK(x)                                                                                  \
@@ -145,7 +145,7 @@ struct Bufs {
 struct Result {
   std::string shape, config, kind;
   double density = 1.0, ms = 0, tflops = 0, err = 0;
-  double stage_ms[psa::kStageEvCount - 1] = {0, 0, 0, 0, 0};
+  double stage_ms[5] = {0, 0, 0, 0, 0};  // rearrange, pool, importance, mask, attention
   double pre_ms = 0;          // rearrange + pool + importance + mask
   double mask_agree = -1;     // vs sample divisor 4 (sampling study only)
   int64_t divisor = 4;
@@ -207,32 +207,25 @@ void run_config(const Opts& o, const Bufs& b, psa_context* ctx, Result& r, std::
   r.err = b.dense_out && b.out != b.dense_out ? rel_l2(b.out, b.dense_out, static_cast<int64_t>(b.n)) : 0.0;
 
   if (!st.ran_dense) {
-    psa::CudaStageTimer timer;
-    cudaEvent_t ev[psa::kStageEvCount];
-    for (int i = 0; i < psa::kStageEvCount; ++i) {
-      CK(cudaEventCreate(&ev[i]));
-      timer.events[i] = ev[i];
-    }
-    psa::g_cuda_stage_timer = &timer;
-    std::vector<std::vector<float>> st_ms(psa::kStageEvCount - 1);
+    // Per-stage times from the context's own stage events (experimental API).
+    PK(psa_context_set_stage_timing(ctx, 1));
+    std::vector<std::vector<float>> st_ms(5);
     for (int i = 0; i < reps; ++i) {
       fwd();
-      CK(cudaEventSynchronize(ev[psa::kStageEvAttention]));
-      for (int s = 0; s + 1 < psa::kStageEvCount; ++s) {
-        float m = 0;
-        CK(cudaEventElapsedTime(&m, ev[s], ev[s + 1]));
-        st_ms[s].push_back(m);
-      }
+      psa_stats ts_stats{};
+      ts_stats.struct_size = sizeof(ts_stats);
+      PK(psa_context_get_stats(ctx, &ts_stats));
+      for (int s = 0; s < 5; ++s) st_ms[s].push_back(static_cast<float>(ts_stats.stage_ms[s]));
     }
-    psa::g_cuda_stage_timer = nullptr;
-    for (int s = 0; s + 1 < psa::kStageEvCount; ++s) r.stage_ms[s] = median(st_ms[s]);
+    PK(psa_context_set_stage_timing(ctx, 0));
+    for (int s = 0; s < 5; ++s) r.stage_ms[s] = median(st_ms[s]);
     r.pre_ms = r.stage_ms[0] + r.stage_ms[1] + r.stage_ms[2] + r.stage_ms[3];
     if (levels_out) {
-      levels_out->resize(timer.levels_bytes);
-      CK(cudaMemcpy(levels_out->data(), static_cast<char*>(ws) + timer.levels_offset, timer.levels_bytes,
-                    cudaMemcpyDeviceToHost));
+      int64_t lb = 0, lh = 0, lq = 0, lk = 0;
+      PK(psa_context_level_map_shape(ctx, &lb, &lh, &lq, &lk));
+      levels_out->resize(static_cast<size_t>(lb * lh * lq * lk));
+      PK(psa_context_get_level_map(ctx, levels_out->data(), levels_out->size()));
     }
-    for (auto& e : ev) CK(cudaEventDestroy(e));
   }
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));

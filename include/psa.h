@@ -644,8 +644,9 @@ typedef struct psa_stats {
   double level_fraction[5]; /* fraction of block pairs per level                    */
   int64_t query_blocks;     /* Mq of the forward                                    */
   int64_t key_blocks;       /* Nk of the forward                                    */
-  double stage_ms[7];       /* host wall time per stage, PSA_STAGE_* order; CPU
-                               backend only (zeros on CUDA: time with events there)  */
+  double stage_ms[7];       /* time per stage, PSA_STAGE_* order: CPU host wall time;
+                               CUDA event time when psa_context_set_stage_timing is on
+                               (experimental API), else zeros                        */
 } psa_stats;
 enum { PSA_STAGE_REARRANGE = 0, PSA_STAGE_POOL = 1, PSA_STAGE_IMPORTANCE = 2, PSA_STAGE_MASK = 3,
        PSA_STAGE_ATTENTION = 4, PSA_STAGE_INVERSE = 5, PSA_STAGE_TOTAL = 6 };
@@ -778,6 +779,16 @@ PSA_API psa_status psa_context_set_sampling_offsets(psa_context* context, int64_
                                                     int64_t heads, int32_t q_count,
                                                     const int32_t* q_offsets, int32_t k_count,
                                                     const int32_t* k_offsets);
+
+/* Per-stage GPU timing of this context's forwards. [in] enable: 1 = on, 0 = off (the
+ * default). While on, each sparse CUDA forward records events on its stream at the stage
+ * boundaries and psa_context_get_stats fills stage_ms from them (the inverse rearrange is
+ * fused into attention: its entry stays 0; TOTAL = rearrange through attention). Off costs
+ * nothing. The CPU backend always fills stage_ms (host wall time); this is a no-op there.
+ * Switch it between forwards, not while one is being captured into a CUDA graph.
+ * Errors: PSA_ERR_NULL_POINTER (context), PSA_ERR_INVALID_ARGUMENT (enable not 0 or 1), a
+ * CUDA error creating the events. */
+PSA_API psa_status psa_context_set_stage_timing(psa_context* context, int32_t enable);
 #endif /* PSA_EXPERIMENTAL_API */
 
 #ifdef __cplusplus

@@ -287,3 +287,12 @@ extern "C" PSA_API psa_status psa_context_set_sampling_offsets(psa_context* cont
   return PSA_OK;
   PSA_API_END
 }
+
+extern "C" PSA_API psa_status psa_context_set_stage_timing(psa_context* context, int32_t enable) {
+  PSA_API_BEGIN
+  PSA_TRY(check_context(context));
+  PSA_RETURN_IF(enable != 0 && enable != 1, PSA_ERR_INVALID_ARGUMENT,
+                "enable = %d; expected 0 (off) or 1 (on)", static_cast<int>(enable));
+  return context->backend->set_stage_timing(enable == 1);
+  PSA_API_END
+}

@@ -55,7 +55,15 @@ class Backend {
   // Runs one forward. CPU: synchronous, fills *counts. CUDA: enqueues on args.stream and
   // writes counts into the workspace; read them later with read_counts().
   virtual psa_status forward(const Plan& plan, const ForwardArgs& args, LevelCounts* counts) = 0;
-  // Fetches the counts of the last sparse forward (CUDA: synchronises its stream).
+  // Per-stage GPU timing of this backend's sparse forwards (psa_context_set_stage_timing):
+  // CUDA records events at the stage boundaries only while it is on and fills
+  // LevelCounts::stage_ms from them in read_counts. The CPU backend always times (host clock).
+  virtual psa_status set_stage_timing(bool on) {
+    (void)on;
+    return PSA_OK;
+  }
+  // Fetches the counts of the last sparse forward (CUDA: synchronises its stream; with stage
+  // timing on, also its stage times).
   virtual psa_status read_counts(LevelCounts* counts) = 0;
   // Copies the level map [B, Hq, Mq, Nk] int8 that the last sparse forward with `plan` kept
   // (in plan-owned memory sized by prepare) into host memory `dst`. CUDA: synchronises the

@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#define PSA_EXPERIMENTAL_API
 #include "cuda_test_util.h"
 #include "psa.h"
 
@@ -411,6 +412,47 @@ TEST(CudaForward, TwoContextsOnTwoStreamsEqualSerialRuns) {
   EXPECT_NE(ra, rb);
   cudaStreamDestroy(sa);
   cudaStreamDestroy(sb);
+  psa_config_destroy(cfg);
+}
+
+// Stage timing belongs to one context: the context that asks for it gets event times per
+// stage (their sum is the rearrange-to-attention total), the other keeps zeros, and timing
+// changes no output bit.
+TEST(CudaForward, StageTimingIsPerContextAndChangesNoBit) {
+  PSA_REQUIRE_GPU();
+  psa_config* cfg = topk_config();
+  ASSERT_NE(nullptr, cfg);
+  const Shape s;
+  const Inputs in = make_inputs(s, 21);
+  CudaRun timed, plain;
+  ASSERT_EQ(PSA_OK, timed.setup(cfg, s, in, 1000)) << psa_last_error_message();
+  ASSERT_EQ(PSA_OK, plain.setup(cfg, s, in, 1000)) << psa_last_error_message();
+  ASSERT_EQ(PSA_OK, psa_context_set_stage_timing(timed.ctx, 1)) << psa_last_error_message();
+  EXPECT_EQ(PSA_ERR_INVALID_ARGUMENT, psa_context_set_stage_timing(plain.ctx, 2));
+  ASSERT_EQ(PSA_OK, timed.forward(in, nullptr));
+  ASSERT_EQ(PSA_OK, plain.forward(in, nullptr));
+  PSA_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(plain.out.download(), timed.out.download());
+  psa_stats st{}, st_plain{};
+  st.struct_size = st_plain.struct_size = sizeof(psa_stats);
+  ASSERT_EQ(PSA_OK, psa_context_get_stats(timed.ctx, &st));
+  ASSERT_EQ(PSA_OK, psa_context_get_stats(plain.ctx, &st_plain));
+  double sum = 0.0;
+  for (int i = 0; i < PSA_STAGE_TOTAL; ++i) {
+    EXPECT_GE(st.stage_ms[i], 0.0) << "stage " << i;
+    EXPECT_EQ(0.0, st_plain.stage_ms[i]) << "stage " << i;
+    sum += st.stage_ms[i];
+  }
+  EXPECT_GT(st.stage_ms[PSA_STAGE_ATTENTION], 0.0);
+  EXPECT_GT(st.stage_ms[PSA_STAGE_IMPORTANCE], 0.0);
+  EXPECT_EQ(0.0, st.stage_ms[PSA_STAGE_INVERSE]);  // fused into the attention epilogue
+  EXPECT_NEAR(st.stage_ms[PSA_STAGE_TOTAL], sum, 0.01 + 1e-3 * sum);
+  EXPECT_EQ(0.0, st_plain.stage_ms[PSA_STAGE_TOTAL]);
+  // Switched off: the next forward reports zeros again.
+  ASSERT_EQ(PSA_OK, psa_context_set_stage_timing(timed.ctx, 0));
+  ASSERT_EQ(PSA_OK, timed.forward(in, nullptr));
+  ASSERT_EQ(PSA_OK, psa_context_get_stats(timed.ctx, &st));
+  EXPECT_EQ(0.0, st.stage_ms[PSA_STAGE_TOTAL]);
   psa_config_destroy(cfg);
 }
 

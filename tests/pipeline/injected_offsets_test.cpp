@@ -77,3 +77,37 @@ TEST(InjectedOffsets, BadInjectionsAreRejected) {
 }
 
 }  // namespace
+
+namespace {
+
+// Stage timing switch (experimental API): bad arguments are named; on the CPU backend it is a
+// no-op (stage_ms is host time either way) and changes no output bit.
+TEST(StageTiming, CpuSwitchIsCheckedAndChangesNothing) {
+  const uint64_t seed = psa_test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  EXPECT_EQ(PSA_ERR_NULL_POINTER, psa_context_set_stage_timing(nullptr, 1));
+  psa_config* c = nullptr;
+  PSA_ASSERT_OK(psa_config_create(&c));
+  ConfigPtr cfg(c);
+  psa_context *a = nullptr, *b = nullptr;
+  PSA_ASSERT_OK(psa_context_create(c, PSA_BACKEND_CPU, -1, &a));
+  PSA_ASSERT_OK(psa_context_create(c, PSA_BACKEND_CPU, -1, &b));
+  ContextPtr ca(a), cb(b);
+  EXPECT_EQ(PSA_ERR_INVALID_ARGUMENT, psa_context_set_stage_timing(a, -1));
+  EXPECT_NE(std::string(psa_last_error_message()).find("enable = -1"), std::string::npos);
+  PSA_ASSERT_OK(psa_context_set_stage_timing(a, 1));
+  HostTensor q(PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, 2, 300, 16), k = q, v = q, o1 = q, o2 = q;
+  for (int64_t h = 0; h < 2; ++h)
+    for (HostTensor* t : {&q, &k, &v}) t->set_head(0, h, psa_test::random_vec(rng, 300 * 16));
+  PSA_ASSERT_OK(psa_test::forward_cpu(a, q, k, v, &o1, nullptr));
+  PSA_ASSERT_OK(psa_test::forward_cpu(b, q, k, v, &o2, nullptr));
+  EXPECT_EQ(o1.bytes, o2.bytes);
+  psa_stats st{};
+  st.struct_size = sizeof(st);
+  PSA_ASSERT_OK(psa_context_get_stats(a, &st));
+  EXPECT_GT(st.stage_ms[PSA_STAGE_TOTAL], 0.0);
+  EXPECT_GT(st.stage_ms[PSA_STAGE_ATTENTION], 0.0);
+}
+
+}  // namespace

@@ -27,8 +27,6 @@
 
 namespace psa {
 
-CudaStageTimer* g_cuda_stage_timer = nullptr;
-
 namespace {
 
 // Device copies of the plan's permutations plus the workspace layout.
@@ -69,11 +67,285 @@ const char* dtype_label(psa_dtype d) {
   return d == PSA_DTYPE_F32 ? "f32" : d == PSA_DTYPE_F16 ? "f16" : d == PSA_DTYPE_BF16 ? "bf16" : "unknown";
 }
 
+// The stages of one CUDA forward: each method fills one cuda/<stage>/ entry's arguments from
+// the plan (its route and shape) and enqueues it on the caller's stream. No allocation, no
+// sync; CudaBackend::forward calls them in pipeline order.
+class CudaForward {
+ public:
+  CudaForward(const Plan& plan, const CudaPlanData& data, const ForwardArgs& a,
+              unsigned long long* counts, cudaEvent_t* events)
+      : plan_(plan), pb_(plan.problem), data_(data), w_(data.layout), a_(a),
+        stream_(static_cast<cudaStream_t>(a.stream)), ws_(static_cast<char*>(a.workspace)),
+        counts_(counts), events_(events) {
+    const int64_t q_str[4] = {pb_.heads_q * pb_.len_q * pb_.head_dim, pb_.len_q * pb_.head_dim, pb_.head_dim, 1};
+    const int64_t k_str[4] = {pb_.heads_kv * pb_.len_k * pb_.head_dim, pb_.len_k * pb_.head_dim, pb_.head_dim, 1};
+    std::copy(q_str, q_str + 4, contiguous_q_);
+    std::copy(k_str, k_str + 4, contiguous_k_);
+    // PSA reads the caller's Q in place through q_src (importance and attention) when its
+    // rows are 16-byte aligned; otherwise, and for the block methods, Q is gathered.
+    q_in_place_ = plan.route.psa() && gpu::attention_rows_aligned(a.q, a.q_stride);
+    q_use_ = q_in_place_ ? a.q : ws_ + w_.q;
+    q_use_stride_ = q_in_place_ ? a.q_stride : contiguous_q_;
+    q_use_rows_ = q_in_place_ ? data.q_src : nullptr;
+  }
+
+  char* workspace() const { return ws_; }
+
+  // Stage boundary for the context's stage timing (recorded only when it is on).
+  psa_status mark(int which) {
+    if (events_ != nullptr)
+      PSA_CUDA_TRY(cudaEventRecord(events_[which], stream_), "stage timing: cudaEventRecord");
+    return PSA_OK;
+  }
+
+  psa_status begin() {
+    PSA_TRY(mark(kStageEvStart));
+    PSA_CUDA_TRY(cudaMemsetAsync(counts_, 0, sizeof(unsigned long long) * kNumSlots, stream_),
+                 "level counts: cudaMemsetAsync");
+    return PSA_OK;
+  }
+
+  // Rearrange: Q into the workspace unless it is read in place.
+  psa_status rearrange_q() {
+    if (q_in_place_) return PSA_OK;
+    return gather(a_.q, a_.q_stride, pb_.heads_q, pb_.len_q, data_.q_src, w_.q);
+  }
+  // Rearrange (block methods): K and V into the workspace in the method's token order.
+  psa_status rearrange_kv() {
+    PSA_TRY(gather(a_.k, a_.k_stride, pb_.heads_kv, pb_.len_k, data_.k_src, w_.k));
+    return gather(a_.v, a_.v_stride, pb_.heads_kv, pb_.len_k, data_.k_src, w_.v);
+  }
+  // Rearrange + pool (PSA): K and V copies and their pyramids in one pass over each.
+  psa_status rearrange_pool_kv() {
+    const void* src[2] = {a_.k, a_.v};
+    const int64_t* str[2] = {a_.k_stride, a_.v_stride};
+    const uint64_t dst[2] = {w_.k, w_.v};
+    const uint64_t* pooled[2] = {w_.k_pooled, w_.v_pooled};
+    for (int t = 0; t < 2; ++t) {
+      gpu::GatherArgs g = gather_args(src[t], str[t], pb_.heads_kv, pb_.len_k, data_.k_src, dst[t]);
+      void* out[3];
+      for (int l = 0; l < 3; ++l) out[l] = ws_ + pooled[t][l];
+      PSA_TRY(gpu::gather_pool_pyramid_cuda(g, plan_.k_blocks, plan_.block_n, out, stream_));
+    }
+    return PSA_OK;
+  }
+
+  // Importance (PSA): sample offsets, then the block scores.
+  psa_status importance() {
+    const RoutePlan& r = plan_.route;
+    gpu::OffsetArgs oa;
+    oa.seed = r.seed;
+    oa.batch = pb_.batch;
+    oa.heads_q = pb_.heads_q;
+    oa.batch_offset = r.batch_offset;
+    oa.head_offset = r.head_offset;
+    oa.block_m = static_cast<int32_t>(plan_.block_m);
+    oa.q_count = static_cast<int32_t>(plan_.q_samples);
+    oa.block_n = static_cast<int32_t>(plan_.block_n);
+    oa.k_count = static_cast<int32_t>(plan_.k_samples);
+    oa.q_off = reinterpret_cast<int32_t*>(ws_ + w_.q_off);
+    oa.k_off = reinterpret_cast<int32_t*>(ws_ + w_.k_off);
+    PSA_TRY(gpu::sample_offsets_cuda(oa, stream_));
+    gpu::ScoreArgs sa;
+    sa.dtype = pb_.dtype;
+    sa.q = q_use_;
+    std::copy(q_use_stride_, q_use_stride_ + 4, sa.q_stride);
+    sa.q_rows = q_use_rows_;
+    sa.k = ws_ + w_.k;
+    sa.batch = pb_.batch;
+    sa.heads_q = pb_.heads_q;
+    sa.heads_kv = pb_.heads_kv;
+    sa.len_q = pb_.len_q;
+    sa.len_k = pb_.len_k;
+    sa.head_dim = pb_.head_dim;
+    sa.block_m = plan_.block_m;
+    sa.block_n = plan_.block_n;
+    sa.q_off = oa.q_off;
+    sa.k_off = oa.k_off;
+    sa.q_count = oa.q_count;
+    sa.k_count = oa.k_count;
+    sa.scale = plan_.scale;
+    sa.scores = reinterpret_cast<float*>(ws_ + w_.scores);
+    sa.scratch = w_.score_scratch_bytes > 0 ? ws_ + w_.score_scratch : nullptr;
+    sa.scratch_bytes = w_.score_scratch_bytes;
+    return gpu::block_scores_cuda(sa, stream_);
+  }
+
+  // Mask (PSA): similarity cap (use_sim_mask), then the level map.
+  psa_status mask() {
+    const RoutePlan& r = plan_.route;
+    int8_t* cap = nullptr;
+    if (r.use_sim_mask) {
+      gpu::SimCapArgs ca;
+      ca.dtype = pb_.dtype;
+      ca.k = ws_ + w_.k;
+      ca.heads = pb_.batch * pb_.heads_kv;
+      ca.len_k = pb_.len_k;
+      ca.head_dim = pb_.head_dim;
+      ca.n_blocks = plan_.k_blocks;
+      ca.block_n = plan_.block_n;
+      std::copy(r.sim_threshold, r.sim_threshold + 3, ca.threshold);
+      cap = reinterpret_cast<int8_t*>(ws_ + w_.cap);
+      ca.cap = cap;
+      PSA_TRY(gpu::sim_cap_cuda(ca, stream_));
+    }
+    const MaskRowParams& rp = r.mask_row;
+    gpu::LevelArgs la;
+    la.scores = reinterpret_cast<const float*>(ws_ + w_.scores);
+    la.batch = pb_.batch;
+    la.heads_q = pb_.heads_q;
+    la.heads_kv = pb_.heads_kv;
+    la.mq = plan_.q_blocks;
+    la.nk = plan_.k_blocks;
+    la.block_m = plan_.block_m;
+    la.block_n = plan_.block_n;
+    la.tile_n = plan_.tile_n;
+    la.len_q = pb_.len_q;
+    la.len_k = pb_.len_k;
+    la.mode = rp.mode;
+    std::copy(rp.ratio_end, rp.ratio_end + kNumSlots, la.ratio_end);
+    la.min_full_ratio = rp.min_full_ratio;
+    la.causal = r.causal;
+    la.text_rule = r.text_rule;
+    la.text_rows_dense = r.text_rows_dense;
+    la.text_begin = plan_.text_begin;
+    la.text_end = plan_.text_end;
+    la.cap = cap;
+    la.levels = reinterpret_cast<int8_t*>(ws_ + w_.levels);
+    return gpu::build_levels_cuda(la, stream_);
+  }
+
+  // Mask, every sparse route: the work list of the level map (+ level counts), and a copy of
+  // the map for psa_context_get_level_map (stream-ordered, capturable).
+  psa_status worklist() {
+    gpu::WorklistArgs wa;
+    wa.levels = reinterpret_cast<int8_t*>(ws_ + w_.levels);
+    wa.rows = pb_.batch * pb_.heads_q * plan_.q_blocks;
+    wa.nk = plan_.k_blocks;
+    wa.blocks = reinterpret_cast<int32_t*>(ws_ + w_.wl_blocks);
+    wa.count = reinterpret_cast<int32_t*>(ws_ + w_.wl_count);
+    wa.stats = counts_;
+    PSA_TRY(gpu::build_worklist_cuda(wa, stream_));
+    if (data_.levels_kept != nullptr)
+      PSA_CUDA_TRY(cudaMemcpyAsync(data_.levels_kept, wa.levels, data_.levels_bytes,
+                                   cudaMemcpyDeviceToDevice, stream_),
+                   "kept level map: cudaMemcpyAsync");
+    return PSA_OK;
+  }
+
+  // Attention + inverse rearrange: sparse attention over the work list; the epilogue writes
+  // row x back to caller row q_src[x].
+  psa_status attention() {
+    gpu::AttentionArgs at = attention_args();
+    at.dense = false;
+    at.q = q_use_;
+    std::copy(q_use_stride_, q_use_stride_ + 4, at.q_stride);
+    at.q_rows = q_use_rows_;
+    at.k = ws_ + w_.k;
+    at.v = ws_ + w_.v;
+    std::copy(contiguous_k_, contiguous_k_ + 4, at.k_stride);
+    std::copy(contiguous_k_, contiguous_k_ + 4, at.v_stride);
+    // Block methods have level-1 entries only: the pooled slots are never read and point at
+    // the full-resolution copies.
+    const bool block_method = plan_.route.block_method();
+    for (int l = 0; l < 3; ++l) {
+      at.k_pooled[l] = ws_ + (block_method ? w_.k : w_.k_pooled[l]);
+      at.v_pooled[l] = ws_ + (block_method ? w_.v : w_.v_pooled[l]);
+    }
+    at.wl_blocks = reinterpret_cast<const int32_t*>(ws_ + w_.wl_blocks);
+    at.wl_count = reinterpret_cast<const int32_t*>(ws_ + w_.wl_count);
+    at.out_rows = data_.q_src;
+    return gpu::attention_cuda(at, stream_);
+  }
+
+  // Dense step (method dense or warm-up): plain attention over the caller's tensors (no
+  // rearrangement, as the CPU backend); rows that are not 16-byte aligned are gathered into
+  // the workspace first.
+  psa_status dense_attention() {
+    gpu::AttentionArgs at = attention_args();
+    at.dense = true;
+    const void* src[3] = {a_.q, a_.k, a_.v};
+    const int64_t* str[3] = {a_.q_stride, a_.k_stride, a_.v_stride};
+    const uint64_t dst[3] = {w_.q, w_.k, w_.v};
+    const int64_t heads[3] = {pb_.heads_q, pb_.heads_kv, pb_.heads_kv};
+    const int64_t lens[3] = {pb_.len_q, pb_.len_k, pb_.len_k};
+    const void** use[3] = {&at.q, &at.k, &at.v};
+    int64_t* use_stride[3] = {at.q_stride, at.k_stride, at.v_stride};
+    for (int t = 0; t < 3; ++t) {
+      const int64_t* stride = str[t];
+      if (gpu::attention_rows_aligned(src[t], str[t])) {
+        *use[t] = src[t];
+      } else {
+        PSA_TRY(gather(src[t], str[t], heads[t], lens[t], nullptr, dst[t]));
+        *use[t] = ws_ + dst[t];
+        stride = t == 0 ? contiguous_q_ : contiguous_k_;
+      }
+      std::copy(stride, stride + 4, use_stride[t]);
+    }
+    return gpu::attention_cuda(at, stream_);
+  }
+
+ private:
+  gpu::GatherArgs gather_args(const void* src, const int64_t* stride, int64_t heads, int64_t len,
+                              const int64_t* index, uint64_t at) const {
+    gpu::GatherArgs g;
+    g.dtype = pb_.dtype;
+    g.batch = pb_.batch;
+    g.head_dim = pb_.head_dim;
+    g.src = src;
+    std::copy(stride, stride + 4, g.stride);
+    g.heads = heads;
+    g.len = len;
+    g.index = index;
+    g.dst = ws_ + at;
+    return g;
+  }
+  psa_status gather(const void* src, const int64_t* stride, int64_t heads, int64_t len,
+                    const int64_t* index, uint64_t at) {
+    return gpu::gather_rows_cuda(gather_args(src, stride, heads, len, index, at), stream_);
+  }
+  // The attention arguments every step shares: shape, blocks, scale, causal, output.
+  gpu::AttentionArgs attention_args() const {
+    gpu::AttentionArgs at;
+    at.dtype = pb_.dtype;
+    at.batch = pb_.batch;
+    at.heads_q = pb_.heads_q;
+    at.heads_kv = pb_.heads_kv;
+    at.len_q = pb_.len_q;
+    at.len_k = pb_.len_k;
+    at.head_dim = pb_.head_dim;
+    at.block_m = plan_.block_m == 64 ? 64 : 128;
+    at.block_n = plan_.block_n;
+    at.scale = plan_.scale;
+    at.causal = plan_.route.causal;
+    at.out = a_.out;
+    std::copy(a_.o_stride, a_.o_stride + 4, at.o_stride);
+    at.lse = a_.lse;
+    return at;
+  }
+
+  const Plan& plan_;
+  const Problem& pb_;
+  const CudaPlanData& data_;
+  const CudaWorkspaceLayout& w_;
+  const ForwardArgs& a_;
+  cudaStream_t stream_;
+  char* ws_;
+  unsigned long long* counts_;
+  cudaEvent_t* events_;  // [kStageEvCount] or NULL (timing off)
+  int64_t contiguous_q_[4], contiguous_k_[4];
+  bool q_in_place_ = false;
+  const void* q_use_ = nullptr;
+  const int64_t* q_use_stride_ = nullptr;
+  const int64_t* q_use_rows_ = nullptr;
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, unsigned long long* counts) : device_(device), counts_(counts) {}
   ~CudaBackend() override {
     DeviceGuard guard(device_);
+    if (timing_) destroy_events();
     cudaFree(counts_);
   }
 
@@ -173,245 +445,59 @@ class CudaBackend final : public Backend {
     return PSA_OK;
   }
 
+  // The stage sequence of one CUDA forward, enqueued on the caller's stream. The route picks
+  // the mask stage: rf_v2 / ada_bsa gather K, V and build their own level map; PSA gathers K,
+  // V with their pyramids, samples importance and builds the PSA level map. Both then build
+  // the work list and run the sparse attention, whose epilogue is the inverse rearrange.
   psa_status forward(const Plan& plan, const ForwardArgs& a, LevelCounts* counts) override {
     DeviceGuard guard(device_);
     const auto* data = dynamic_cast<const CudaPlanData*>(plan.backend_data.get());
     PSA_RETURN_IF(data == nullptr, PSA_ERR_INTERNAL, "CUDA forward: the plan was not prepared by this backend");
-    cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-    last_stream_ = stream;
+    last_stream_ = static_cast<cudaStream_t>(a.stream);
+    events_recorded_ = false;
     if (counts) *counts = LevelCounts{};
-    const Problem& pb = plan.problem;
-    const RoutePlan& cfg = plan.route;
-    const CudaWorkspaceLayout& w = data->layout;
-    char* ws = static_cast<char*>(a.workspace);
-
-    gpu::GatherArgs g;
-    g.dtype = pb.dtype;
-    g.batch = pb.batch;
-    g.head_dim = pb.head_dim;
-    auto gather = [&](const void* src, const int64_t* stride, int64_t heads, int64_t len,
-                      const int64_t* index, uint64_t at) {
-      g.src = src;
-      std::copy(stride, stride + 4, g.stride);
-      g.heads = heads;
-      g.len = len;
-      g.index = index;
-      g.dst = ws + at;
-      return gpu::gather_rows_cuda(g, stream);
-    };
-    const int64_t contiguous_q[4] = {pb.heads_q * pb.len_q * pb.head_dim, pb.len_q * pb.head_dim,
-                                     pb.head_dim, 1};
-    const int64_t contiguous_k[4] = {pb.heads_kv * pb.len_k * pb.head_dim, pb.len_k * pb.head_dim,
-                                     pb.head_dim, 1};
-
-    gpu::AttentionArgs at;
-    at.dtype = pb.dtype;
-    at.batch = pb.batch;
-    at.heads_q = pb.heads_q;
-    at.heads_kv = pb.heads_kv;
-    at.len_q = pb.len_q;
-    at.len_k = pb.len_k;
-    at.head_dim = pb.head_dim;
-    at.block_m = plan.block_m == 64 ? 64 : 128;
-    at.block_n = plan.block_n;
-    at.scale = plan.scale;
-    at.causal = cfg.causal;
-    at.out = a.out;
-    std::copy(a.o_stride, a.o_stride + 4, at.o_stride);
-    at.lse = a.lse;
-
-    if (a.dense) {
-      // Plain attention over the caller's tensors (no rearrangement, as the CPU backend);
-      // rows that are not 16-byte aligned are gathered into the workspace first.
-      at.dense = true;
-      const void* src[3] = {a.q, a.k, a.v};
-      const int64_t* str[3] = {a.q_stride, a.k_stride, a.v_stride};
-      const uint64_t dst[3] = {w.q, w.k, w.v};
-      const int64_t heads[3] = {pb.heads_q, pb.heads_kv, pb.heads_kv};
-      const int64_t lens[3] = {pb.len_q, pb.len_k, pb.len_k};
-      const void* use[3];
-      const int64_t* use_stride[3];
-      for (int t = 0; t < 3; ++t) {
-        if (gpu::attention_rows_aligned(src[t], str[t])) {
-          use[t] = src[t];
-          use_stride[t] = str[t];
-        } else {
-          PSA_TRY(gather(src[t], str[t], heads[t], lens[t], nullptr, dst[t]));
-          use[t] = ws + dst[t];
-          use_stride[t] = t == 0 ? contiguous_q : contiguous_k;
-        }
-      }
-      at.q = use[0];
-      at.k = use[1];
-      at.v = use[2];
-      std::copy(use_stride[0], use_stride[0] + 4, at.q_stride);
-      std::copy(use_stride[1], use_stride[1] + 4, at.k_stride);
-      std::copy(use_stride[2], use_stride[2] + 4, at.v_stride);
-      return gpu::attention_cuda(at, stream);
+    CudaForward f(plan, *data, a, counts_, timing_ ? events_ : nullptr);
+    if (a.dense) return f.dense_attention();
+    PSA_RETURN_IF(!data->layout.sparse, PSA_ERR_INTERNAL, "CUDA forward: sparse step on a dense-only plan");
+    PSA_TRY(f.begin());
+    PSA_TRY(f.rearrange_q());
+    switch (plan.route.route) {
+      case Route::kBlockMethod:
+        PSA_TRY(f.rearrange_kv());
+        PSA_TRY(f.mark(kStageEvRearranged));
+        PSA_TRY(f.mark(kStageEvPooled));  // no pyramid, no sampled importance
+        PSA_TRY(f.mark(kStageEvImportance));
+        PSA_TRY(enqueue_method_levels(plan, f.workspace(), data->layout, a.stream));
+        break;
+      case Route::kPsa:
+        PSA_TRY(f.mark(kStageEvRearranged));
+        PSA_TRY(f.rearrange_pool_kv());
+        PSA_TRY(f.mark(kStageEvPooled));
+        PSA_TRY(f.importance());
+        PSA_TRY(f.mark(kStageEvImportance));
+        PSA_TRY(f.mask());
+        break;
+      case Route::kDense:
+        return set_error(PSA_ERR_INTERNAL, "CUDA forward: sparse step on a dense route");
     }
+    PSA_TRY(f.worklist());
+    PSA_TRY(f.mark(kStageEvMask));
+    PSA_TRY(f.attention());
+    PSA_TRY(f.mark(kStageEvAttention));
+    events_recorded_ = timing_;
+    return PSA_OK;
+  }
 
-    PSA_RETURN_IF(!w.sparse, PSA_ERR_INTERNAL, "CUDA forward: sparse step on a dense-only plan");
-    CudaStageTimer* timer = g_cuda_stage_timer;
-    auto mark = [&](int which) {
-      if (timer) cudaEventRecord(static_cast<cudaEvent_t>(timer->events[which]), stream);
-    };
-    if (timer) {
-      timer->levels_offset = w.levels;
-      timer->levels_bytes = static_cast<uint64_t>(pb.batch * pb.heads_q * plan.q_blocks * plan.k_blocks);
+  psa_status set_stage_timing(bool on) override {
+    DeviceGuard guard(device_);
+    if (on && !timing_) {
+      for (int i = 0; i < kStageEvCount; ++i)
+        PSA_CUDA_TRY(cudaEventCreate(&events_[i]), "stage timing: cudaEventCreate");
+    } else if (!on && timing_) {
+      destroy_events();
     }
-    mark(kStageEvStart);
-    PSA_CUDA_TRY(cudaMemsetAsync(counts_, 0, sizeof(unsigned long long) * kNumSlots, stream),
-                 "level counts: cudaMemsetAsync");
-    // 1. rearrange into contiguous copies (K and V with the pyramid below for PSA). PSA reads
-    // the caller's Q in place through q_src (importance and attention) when its rows are
-    // 16-byte aligned; otherwise, and for the block methods, Q is gathered here.
-    const bool block_method = cfg.block_method();
-    const bool q_in_place = !block_method && gpu::attention_rows_aligned(a.q, a.q_stride);
-    const void* q_use = q_in_place ? a.q : ws + w.q;
-    const int64_t* q_use_stride = q_in_place ? a.q_stride : contiguous_q;
-    const int64_t* q_use_rows = q_in_place ? data->q_src : nullptr;
-    if (!q_in_place) PSA_TRY(gather(a.q, a.q_stride, pb.heads_q, pb.len_q, data->q_src, w.q));
-    if (block_method) {
-      PSA_TRY(gather(a.k, a.k_stride, pb.heads_kv, pb.len_k, data->k_src, w.k));
-      PSA_TRY(gather(a.v, a.v_stride, pb.heads_kv, pb.len_k, data->k_src, w.v));
-      mark(kStageEvRearranged);
-      // 2-4. rf_v2 / ada_bsa: no pyramid, no sampled importance; their own level map.
-      mark(kStageEvPooled);
-      mark(kStageEvImportance);
-      PSA_TRY(enqueue_method_levels(plan, ws, w, stream));
-    } else {
-      mark(kStageEvRearranged);
-      // 2. K and V: rearranged copies and their pyramids in one pass over each.
-      const void* src[2] = {a.k, a.v};
-      const int64_t* str[2] = {a.k_stride, a.v_stride};
-      const uint64_t dst[2] = {w.k, w.v};
-      const uint64_t* pooled[2] = {w.k_pooled, w.v_pooled};
-      for (int t = 0; t < 2; ++t) {
-        g.src = src[t];
-        std::copy(str[t], str[t] + 4, g.stride);
-        g.heads = pb.heads_kv;
-        g.len = pb.len_k;
-        g.index = data->k_src;
-        g.dst = ws + dst[t];
-        void* out[3];
-        for (int l = 0; l < 3; ++l) out[l] = ws + pooled[t][l];
-        PSA_TRY(gpu::gather_pool_pyramid_cuda(g, plan.k_blocks, plan.block_n, out, stream));
-      }
-      mark(kStageEvPooled);
-      // 3. importance.
-      gpu::OffsetArgs oa;
-      oa.seed = cfg.seed;
-      oa.batch = pb.batch;
-      oa.heads_q = pb.heads_q;
-      oa.batch_offset = cfg.batch_offset;
-      oa.head_offset = cfg.head_offset;
-      oa.block_m = static_cast<int32_t>(plan.block_m);
-      oa.q_count = static_cast<int32_t>(plan.q_samples);
-      oa.block_n = static_cast<int32_t>(plan.block_n);
-      oa.k_count = static_cast<int32_t>(plan.k_samples);
-      oa.q_off = reinterpret_cast<int32_t*>(ws + w.q_off);
-      oa.k_off = reinterpret_cast<int32_t*>(ws + w.k_off);
-      PSA_TRY(gpu::sample_offsets_cuda(oa, stream));
-      gpu::ScoreArgs sa;
-      sa.dtype = pb.dtype;
-      sa.q = q_use;
-      std::copy(q_use_stride, q_use_stride + 4, sa.q_stride);
-      sa.q_rows = q_use_rows;
-      sa.k = ws + w.k;
-      sa.batch = pb.batch;
-      sa.heads_q = pb.heads_q;
-      sa.heads_kv = pb.heads_kv;
-      sa.len_q = pb.len_q;
-      sa.len_k = pb.len_k;
-      sa.head_dim = pb.head_dim;
-      sa.block_m = plan.block_m;
-      sa.block_n = plan.block_n;
-      sa.q_off = oa.q_off;
-      sa.k_off = oa.k_off;
-      sa.q_count = oa.q_count;
-      sa.k_count = oa.k_count;
-      sa.scale = plan.scale;
-      sa.scores = reinterpret_cast<float*>(ws + w.scores);
-      sa.scratch = w.score_scratch_bytes > 0 ? ws + w.score_scratch : nullptr;
-      sa.scratch_bytes = w.score_scratch_bytes;
-      PSA_TRY(gpu::block_scores_cuda(sa, stream));
-      mark(kStageEvImportance);
-      // 4. mask: similarity cap, levels, work list (+ level counts).
-      int8_t* cap = nullptr;
-      if (cfg.use_sim_mask) {
-        gpu::SimCapArgs ca;
-        ca.dtype = pb.dtype;
-        ca.k = ws + w.k;
-        ca.heads = pb.batch * pb.heads_kv;
-        ca.len_k = pb.len_k;
-        ca.head_dim = pb.head_dim;
-        ca.n_blocks = plan.k_blocks;
-        ca.block_n = plan.block_n;
-        std::copy(cfg.sim_threshold, cfg.sim_threshold + 3, ca.threshold);
-        cap = reinterpret_cast<int8_t*>(ws + w.cap);
-        ca.cap = cap;
-        PSA_TRY(gpu::sim_cap_cuda(ca, stream));
-      }
-      const MaskRowParams& rp = cfg.mask_row;
-      gpu::LevelArgs la;
-      la.scores = sa.scores;
-      la.batch = pb.batch;
-      la.heads_q = pb.heads_q;
-      la.heads_kv = pb.heads_kv;
-      la.mq = plan.q_blocks;
-      la.nk = plan.k_blocks;
-      la.block_m = plan.block_m;
-      la.block_n = plan.block_n;
-      la.tile_n = plan.tile_n;
-      la.len_q = pb.len_q;
-      la.len_k = pb.len_k;
-      la.mode = rp.mode;
-      std::copy(rp.ratio_end, rp.ratio_end + kNumSlots, la.ratio_end);
-      la.min_full_ratio = rp.min_full_ratio;
-      la.causal = cfg.causal;
-      la.text_rule = cfg.text_rule;
-      la.text_rows_dense = cfg.text_rows_dense;
-      la.text_begin = plan.text_begin;
-      la.text_end = plan.text_end;
-      la.cap = cap;
-      la.levels = reinterpret_cast<int8_t*>(ws + w.levels);
-      PSA_TRY(gpu::build_levels_cuda(la, stream));
-    }
-    // 4b. work list of the level map (+ level counts), for every sparse method.
-    gpu::WorklistArgs wa;
-    wa.levels = reinterpret_cast<int8_t*>(ws + w.levels);
-    wa.rows = pb.batch * pb.heads_q * plan.q_blocks;
-    wa.nk = plan.k_blocks;
-    wa.blocks = reinterpret_cast<int32_t*>(ws + w.wl_blocks);
-    wa.count = reinterpret_cast<int32_t*>(ws + w.wl_count);
-    wa.stats = counts_;
-    PSA_TRY(gpu::build_worklist_cuda(wa, stream));
-    // Keep the level map for psa_context_get_level_map (stream-ordered, capturable).
-    if (data->levels_kept != nullptr)
-      PSA_CUDA_TRY(cudaMemcpyAsync(data->levels_kept, wa.levels, data->levels_bytes,
-                                   cudaMemcpyDeviceToDevice, stream),
-                   "kept level map: cudaMemcpyAsync");
-    mark(kStageEvMask);
-    // 5. sparse attention; the epilogue writes row x back to caller row q_src[x].
-    at.dense = false;
-    at.q = q_use;
-    std::copy(q_use_stride, q_use_stride + 4, at.q_stride);
-    at.q_rows = q_use_rows;
-    at.k = ws + w.k;
-    at.v = ws + w.v;
-    std::copy(contiguous_k, contiguous_k + 4, at.k_stride);
-    std::copy(contiguous_k, contiguous_k + 4, at.v_stride);
-    // Block methods have level-1 entries only: the pooled slots are never read and point at
-    // the full-resolution copies.
-    for (int l = 0; l < 3; ++l) {
-      at.k_pooled[l] = ws + (block_method ? w.k : w.k_pooled[l]);
-      at.v_pooled[l] = ws + (block_method ? w.v : w.v_pooled[l]);
-    }
-    at.wl_blocks = wa.blocks;
-    at.wl_count = wa.count;
-    at.out_rows = data->q_src;
-    PSA_TRY(gpu::attention_cuda(at, stream));
-    mark(kStageEvAttention);
+    timing_ = on;
+    events_recorded_ = false;
     return PSA_OK;
   }
 
@@ -441,14 +527,39 @@ class CudaBackend final : public Backend {
     for (int s = 0; s < kNumSlots; ++s) c.count[s] = static_cast<int64_t>(host[s]);
     c.density_sum = static_cast<double>(c.count[kSlotL1]) + c.count[kSlotL2] / 2.0 +
                     c.count[kSlotL4] / 4.0 + c.count[kSlotL8] / 8.0;
+    if (events_recorded_) {
+      // Event pairs per stage; the inverse rearrange is fused into the attention epilogue.
+      const int stage[kStageEvCount - 1] = {PSA_STAGE_REARRANGE, PSA_STAGE_POOL, PSA_STAGE_IMPORTANCE,
+                                            PSA_STAGE_MASK, PSA_STAGE_ATTENTION};
+      for (int e = 0; e + 1 < kStageEvCount; ++e) {
+        float ms = 0.0f;
+        PSA_CUDA_TRY(cudaEventElapsedTime(&ms, events_[e], events_[e + 1]), "stage timing: cudaEventElapsedTime");
+        c.stage_ms[stage[e]] = ms;
+      }
+      float total = 0.0f;
+      PSA_CUDA_TRY(cudaEventElapsedTime(&total, events_[kStageEvStart], events_[kStageEvAttention]),
+                   "stage timing: cudaEventElapsedTime");
+      c.stage_ms[PSA_STAGE_TOTAL] = total;
+    }
     *counts = c;
     return PSA_OK;
   }
 
  private:
+  void destroy_events() {
+    for (cudaEvent_t& e : events_) {
+      if (e) cudaEventDestroy(e);
+      e = nullptr;
+    }
+  }
+
   int device_;
   unsigned long long* counts_;  // device [kNumSlots], owned
   cudaStream_t last_stream_ = nullptr;
+  // Stage events of this context (psa_context_set_stage_timing): created when timing is
+  // switched on, recorded by each sparse forward, read by read_counts.
+  bool timing_ = false, events_recorded_ = false;
+  cudaEvent_t events_[kStageEvCount] = {};
 };
 
 }  // namespace

@@ -1,9 +1,7 @@
-// backend/cuda/cuda_stage_timer.h -- CUDA backend, benchmark hook (internal, not in psa.h):
-// when g_cuda_stage_timer is set, a sparse forward records its events on the caller's stream
-// at the stage boundaries and reports where the level matrix lives in the workspace. Used by
-// benchmarks/psa_bench only; NULL (the default) costs one pointer test per forward.
+// backend/cuda/cuda_stage_timer.h -- CUDA backend, per-context stage timing: the stage
+// boundaries at which a sparse forward records its events when the context's stage timing is
+// on (psa_context_set_stage_timing); read_counts turns them into psa_stats.stage_ms.
 #pragma once
-#include <cstdint>
 
 namespace psa {
 
@@ -16,13 +14,5 @@ enum {
   kStageEvAttention,     // after attention (inverse rearrange fused into its epilogue)
   kStageEvCount
 };
-
-struct CudaStageTimer {
-  void* events[kStageEvCount];  // cudaEvent_t, created by the caller
-  uint64_t levels_offset = 0;   // int8 [B*Hq, Mq, Nk] level matrix, byte offset in the workspace
-  uint64_t levels_bytes = 0;
-};
-
-extern CudaStageTimer* g_cuda_stage_timer;
 
 }  // namespace psa
