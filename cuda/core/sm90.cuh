@@ -14,7 +14,7 @@
 
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define PSA_SM90_DEVICE 1
-#include "cuda/attention/sm90/wgmma_ops.cuh"
+#include "cuda/core/wgmma_ops.cuh"
 #endif
 
 namespace psa {

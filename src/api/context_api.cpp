@@ -6,6 +6,7 @@
 
 #define PSA_EXPERIMENTAL_API
 #include "api/guard.h"
+#include "backend/backend.h"
 #include "context/context.h"
 #include "pipeline/forward.h"
 

@@ -30,14 +30,6 @@ struct ForwardArgs {
   const int32_t* k_offsets = nullptr;
 };
 
-// Level counts of one forward: pairs (b, h, i, j) per level slot (L1, L2, L4, L8, skip),
-// and the density sum (sum of 1/level over pairs).
-struct LevelCounts {
-  int64_t count[kNumSlots] = {0, 0, 0, 0, 0};
-  double density_sum = 0.0;
-  double stage_ms[7] = {0, 0, 0, 0, 0, 0, 0};
-};
-
 // A plan keeps the level map of its last sparse forward (psa_context_get_level_map) when it
 // is at most this many bytes (batch * heads * q_blocks * k_blocks); a larger shape still plans
 // and runs, and reading its map reports PSA_ERR_OUT_OF_MEMORY naming this bound.

@@ -5,12 +5,13 @@
 #include <memory>
 #include <vector>
 
-#include "backend/backend.h"
 #include "config/config.h"
 #include "context/plan.h"
 #include "rearrange/rearrange.h"
 
 namespace psa {
+
+class Backend;  // backend/backend.h: the layer above; a context only holds one
 
 // Plans kept per context: forwards alternating between a few shapes (self- and cross-
 // attention, CFG batches) never re-plan.

@@ -91,34 +91,6 @@ psa_status make_plan(const Config& config, const VideoGeometry& geometry, const 
 
 }  // namespace psa
 
-psa_status psa_context_s::get_plan(const psa::Problem& problem, const psa::Plan** out) {
-  for (size_t i = 0; i < plans.size(); ++i) {
-    if (plans[i]->problem.same(problem) && plans[i]->geometry_version == geometry_version) {
-      if (i + 1 != plans.size()) {  // move to most-recently-used position
-        std::unique_ptr<psa::Plan> p = std::move(plans[i]);
-        plans.erase(plans.begin() + static_cast<long>(i));
-        plans.push_back(std::move(p));
-      }
-      *out = plans.back().get();
-      return PSA_OK;
-    }
-  }
-  auto plan = std::make_unique<psa::Plan>();
-  PSA_TRY(psa::make_plan(cfg, geometry, problem, plan.get()));
-  plan->geometry_version = geometry_version;
-  PSA_TRY(backend->prepare(plan.get()));
-  if (retired_plan && retired_plan.get() != last_plan) retired_plan.reset();
-  if (plans.size() >= psa::kMaxCachedPlans) {
-    if (plans.front().get() == last_plan) {
-      retired_plan = std::move(plans.front());  // keeps the last forward's level map readable
-    }
-    plans.erase(plans.begin());
-  }
-  plans.push_back(std::move(plan));
-  *out = plans.back().get();
-  return PSA_OK;
-}
-
 int64_t psa_context_s::next_step() const {
   if (pinned_step >= 0) return pinned_step;
   int64_t step = calls / (cfg.calls_per_step > 0 ? cfg.calls_per_step : 1);

@@ -6,19 +6,18 @@
 #include <memory>
 
 #include "config/config.h"
+#include "core/problem.h"
 #include "mask/mask.h"
 #include "rearrange/rearrange.h"
 
 namespace psa {
 
-// Validated shapes of one forward. Logical order [B, H, L, D]; strides in elements.
-struct Problem {
-  int64_t batch = 0, heads_q = 0, heads_kv = 0, len_q = 0, len_k = 0, head_dim = 0;
-  psa_dtype dtype = PSA_DTYPE_BF16;
-  bool same(const Problem& o) const {
-    return batch == o.batch && heads_q == o.heads_q && heads_kv == o.heads_kv &&
-           len_q == o.len_q && len_k == o.len_k && head_dim == o.head_dim && dtype == o.dtype;
-  }
+// Level counts of one forward: pairs (b, h, i, j) per level slot (L1, L2, L4, L8, skip),
+// the density sum (sum of 1/level over pairs) and the time per stage (PSA_STAGE_* order).
+struct LevelCounts {
+  int64_t count[kNumSlots] = {0, 0, 0, 0, 0};
+  double density_sum = 0.0;
+  double stage_ms[7] = {0, 0, 0, 0, 0, 0, 0};
 };
 
 // Every Config-derived choice a forward makes, resolved once when the shape is planned

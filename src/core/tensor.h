@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "context/plan.h"
+#include "core/problem.h"
 #include "psa.h"
 
 namespace psa {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -160,3 +161,34 @@ psa_status run_forward(psa_context* ctx, const ForwardTensors& t, void* workspac
 }
 
 }  // namespace psa
+
+// The plan cache of a context: finds the plan of `problem` under the current geometry, or
+// builds it (make_plan) and lets the backend complete it (prepare). Here, above both the
+// context and the backend, so that neither includes the other.
+psa_status psa_context_s::get_plan(const psa::Problem& problem, const psa::Plan** out) {
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i]->problem.same(problem) && plans[i]->geometry_version == geometry_version) {
+      if (i + 1 != plans.size()) {  // move to most-recently-used position
+        std::unique_ptr<psa::Plan> p = std::move(plans[i]);
+        plans.erase(plans.begin() + static_cast<long>(i));
+        plans.push_back(std::move(p));
+      }
+      *out = plans.back().get();
+      return PSA_OK;
+    }
+  }
+  auto plan = std::make_unique<psa::Plan>();
+  PSA_TRY(psa::make_plan(cfg, geometry, problem, plan.get()));
+  plan->geometry_version = geometry_version;
+  PSA_TRY(backend->prepare(plan.get()));
+  if (retired_plan && retired_plan.get() != last_plan) retired_plan.reset();
+  if (plans.size() >= psa::kMaxCachedPlans) {
+    if (plans.front().get() == last_plan) {
+      retired_plan = std::move(plans.front());  // keeps the last forward's level map readable
+    }
+    plans.erase(plans.begin());
+  }
+  plans.push_back(std::move(plan));
+  *out = plans.back().get();
+  return PSA_OK;
+}

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "methods/rf_v2_spec.h"
+#include "rearrange/rf_v2_order_spec.h"
 #include "rearrange/rearrange.h"
 
 namespace psa {
