@@ -247,7 +247,9 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads, (D == 64 ? 2 : 1)
   cp_async_wait<0>();
 
   // Epilogue: out = acc / l (0 for an empty row), lse = m + ln l (-inf for an empty row);
-  // rows go back to the caller's order through out_rows.
+  // rows go back to the caller's order through out_rows. Twin of the sm90 epilogue
+  // (sm90/attention_kernel_sm90.cuh): a change to the empty-row, lse or row-order rule
+  // changes both.
   float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {

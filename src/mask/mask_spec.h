@@ -16,6 +16,10 @@ namespace psa {
 constexpr int kMaskSlots = 5;
 
 PSA_HD constexpr int level_of_slot(int slot) { return slot < 4 ? (1 << slot) : 0; }
+// Inverse of level_of_slot: slot of level 1, 2, 4, 8, 0; -1 for any other value.
+PSA_HD constexpr int slot_of_level(int level) {
+  return level == 1 ? 0 : level == 2 ? 1 : level == 4 ? 2 : level == 8 ? 3 : level == 0 ? 4 : -1;
+}
 PSA_HD constexpr bool is_mask_level(int level) {
   return level == 0 || level == 1 || level == 2 || level == 4 || level == 8;
 }

@@ -11,14 +11,6 @@
 namespace psa {
 namespace {
 
-// Descending order with NaN last, so that a NaN score (from NaN or infinite inputs) never
-// breaks the sort.
-bool larger_first(float a, float b) {
-  const bool an = a != a, bn = b != b;
-  if (an != bn) return bn;
-  return !an && a > b;
-}
-
 // Block sums Sb [nb, nb] (fp32): for every strided query group r, the row softmax of
 // (scale / 8) * anti-diagonal sums over the visible strided key groups, added into the
 // block pair (r / 16, c / 16). `logits` holds one strided row.

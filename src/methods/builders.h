@@ -18,6 +18,16 @@ int64_t ada_bsa_scratch_floats(const Plan& plan);
 psa_status build_ada_bsa_levels(const Plan& plan, const float* q,
                                 const float* k, float* scratch, int8_t* levels);
 
+// Rank order for picking the K-th largest logit (both builders): larger first, NaN after
+// every number (a NaN logit is never kept by score; forced blocks still are). A strict weak
+// order on values alone, for std::sort; the PSA mask's index-aware order is ranks_before
+// (mask/mask_spec.h).
+inline bool larger_first(float a, float b) {
+  const bool an = a != a, bn = b != b;
+  if (an != bn) return bn;
+  return !an && a > b;
+}
+
 // Shape rules shared by both builders (methods.cpp): block_m = block_n = 128 (else
 // PSA_ERR_UNSUPPORTED) and len_q == len_k (else PSA_ERR_INVALID_SHAPE), messages naming
 // the method and the values.

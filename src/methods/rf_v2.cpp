@@ -11,14 +11,6 @@
 namespace psa {
 namespace {
 
-// Rank order for picking the K-th largest logit: larger first, NaN after every number (a
-// NaN logit is never kept by score; forced blocks still are).
-bool larger_first(float a, float b) {
-  const bool an = a != a, bn = b != b;
-  if (an != bn) return bn;
-  return !an && a > b;
-}
-
 // Mean of rows [b*128, min(b*128+128, len)) of x [len, d] in fp32, for every block b.
 void block_means(const float* x, int64_t len, int64_t d, int64_t nb, float* means) {
   for (int64_t b = 0; b < nb; ++b) {

@@ -6,20 +6,12 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "mask/mask_spec.h"
 
 namespace psa {
 namespace {
 
-int level_slot(int level) {
-  switch (level) {
-    case 1: return 0;
-    case 2: return 1;
-    case 4: return 2;
-    case 8: return 3;
-    case 0: return 4;
-    default: return -1;
-  }
-}
+int level_slot(int level) { return slot_of_level(level); }
 
 std::string percent(int64_t count, int64_t total) {
   char buf[32];

@@ -457,7 +457,9 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
 
     // Epilogue: out = o / l (0 for an empty row), lse = m ln2 + ln l (-inf for an empty row);
     // rows go back to the caller's order through out_rows. The warpgroup's own 64 rows of the
-    // Q slot stage the output tile (its wgmma reads of them are complete).
+    // Q slot stage the output tile (its wgmma reads of them are complete). Twin of the sm80
+    // epilogue (attention_kernel_sm80.cuh): a change to the empty-row, lse or row-order rule
+    // changes both.
     float inv[2];
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {

@@ -16,6 +16,7 @@
 #include "importance/importance.h"
 #include "importance/importance_spec.h"
 #include "mask/mask.h"
+#include "mask/mask_spec.h"
 #include "methods/methods.h"
 #include "pool/pool.h"
 #include "rearrange/rearrange.h"
@@ -87,7 +88,7 @@ Scratch carve(Carver& c, const Plan& p) {
 void count_levels(const int8_t* levels, int64_t n, LevelCounts* c) {
   for (int64_t e = 0; e < n; ++e) {
     const int lvl = levels[e];
-    const int slot = lvl == 1 ? 0 : lvl == 2 ? 1 : lvl == 4 ? 2 : lvl == 8 ? 3 : 4;
+    const int slot = slot_of_level(lvl) < 0 ? kSlotL0 : slot_of_level(lvl);
     ++c->count[slot];
     if (lvl > 0) c->density_sum += 1.0 / lvl;
   }

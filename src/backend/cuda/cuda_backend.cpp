@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/tensor.h"
 
 #if defined(PSA_WITH_CUDA)
 #include <cuda_runtime_api.h>
@@ -63,9 +64,6 @@ psa_status upload(const std::vector<int64_t>& host, int64_t** dev, const char* w
 }
 
 
-const char* dtype_label(psa_dtype d) {
-  return d == PSA_DTYPE_F32 ? "f32" : d == PSA_DTYPE_F16 ? "f16" : d == PSA_DTYPE_BF16 ? "bf16" : "unknown";
-}
 
 // The stages of one CUDA forward: each method fills one cuda/<stage>/ entry's arguments from
 // the plan (its route and shape) and enqueues it on the caller's stream. No allocation, no
@@ -355,7 +353,7 @@ class CudaBackend final : public Backend {
     DeviceGuard guard(device_);
     const Problem& pb = plan->problem;
     PSA_RETURN_IF(pb.dtype != PSA_DTYPE_F16 && pb.dtype != PSA_DTYPE_BF16, PSA_ERR_UNSUPPORTED,
-                  "q: dtype = %s; the CUDA backend supports f16 and bf16", dtype_label(pb.dtype));
+                  "q: dtype = %s; the CUDA backend supports f16 and bf16", dtype_name(pb.dtype));
     PSA_RETURN_IF(pb.head_dim != 64 && pb.head_dim != 128, PSA_ERR_UNSUPPORTED,
                   "q: shape[3] (head_dim) = %lld; supported by the CUDA backend: 64, 128",
                   static_cast<long long>(pb.head_dim));
