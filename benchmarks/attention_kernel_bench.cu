@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "cuda/attention/attention_kernel_sm80.cuh"
-#include "cuda/attention/sm90/attention_kernel_sm90.cuh"
+#include "cuda/attention/sm90/attention_launch_sm90.cuh"
 
 namespace {
 

@@ -5,6 +5,7 @@
 
 #include "cuda/attention/attention_cuda.h"
 #include "cuda/attention/attention_launch.h"
+#include "core/tensor.h"
 #include "cuda/core/cuda_status.h"
 
 namespace psa {
@@ -26,24 +27,33 @@ AttentionKernel attention_kernel_for(const AttentionArgs& a) {
                                                                               : AttentionKernel::kSm80;
 }
 
-psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
-  PSA_RETURN_IF(a.head_dim != 64 && a.head_dim != 128, PSA_ERR_UNSUPPORTED,
+psa_status attention_supported(psa_dtype dtype, int64_t batch, int64_t heads_q, int64_t len_q,
+                               int64_t len_k, int64_t head_dim, int64_t block_m, int64_t block_n,
+                               bool dense) {
+  PSA_RETURN_IF(dtype != PSA_DTYPE_F16 && dtype != PSA_DTYPE_BF16, PSA_ERR_UNSUPPORTED,
+                "q: dtype = %s; the CUDA attention kernel supports f16 and bf16", dtype_name(dtype));
+  PSA_RETURN_IF(head_dim != 64 && head_dim != 128, PSA_ERR_UNSUPPORTED,
                 "q: shape[3] (head_dim) = %lld; supported by the CUDA attention kernel: 64, 128",
-                static_cast<long long>(a.head_dim));
-  PSA_RETURN_IF(a.block_m != 64 && a.block_m != 128, PSA_ERR_UNSUPPORTED,
+                static_cast<long long>(head_dim));
+  PSA_RETURN_IF(block_m != 64 && block_m != 128, PSA_ERR_UNSUPPORTED,
                 "block_size.m = %lld; supported by the CUDA attention kernel: 64, 128",
-                static_cast<long long>(a.block_m));
-  PSA_RETURN_IF(a.dtype != PSA_DTYPE_F16 && a.dtype != PSA_DTYPE_BF16, PSA_ERR_UNSUPPORTED,
-                "q: dtype = %d; the CUDA attention kernel supports f16 and bf16",
-                static_cast<int>(a.dtype));
-  PSA_RETURN_IF(!a.dense && (a.block_n % 8 != 0 || a.block_n < 8), PSA_ERR_UNSUPPORTED,
-                "block_size.n = %lld; must be a multiple of 8", static_cast<long long>(a.block_n));
-  PSA_RETURN_IF(a.len_q > INT32_MAX / 2 || a.len_k > INT32_MAX / 2, PSA_ERR_UNSUPPORTED,
-                "sequence length %lld/%lld exceeds the kernel's 32-bit token indices",
-                static_cast<long long>(a.len_q), static_cast<long long>(a.len_k));
-  PSA_RETURN_IF(a.heads_q > 65535 || a.batch > 65535, PSA_ERR_UNSUPPORTED,
-                "batch = %lld, heads = %lld; the CUDA grid allows at most 65535 of each",
-                static_cast<long long>(a.batch), static_cast<long long>(a.heads_q));
+                static_cast<long long>(block_m));
+  PSA_RETURN_IF(!dense && (block_n % 8 != 0 || block_n < 8), PSA_ERR_UNSUPPORTED,
+                "block_size.n = %lld; the CUDA attention kernel needs a multiple of 8",
+                static_cast<long long>(block_n));
+  PSA_RETURN_IF(len_q > INT32_MAX / 2 || len_k > INT32_MAX / 2, PSA_ERR_UNSUPPORTED,
+                "q, k: seq_len = %lld, %lld; the CUDA attention kernel's 32-bit token indices allow "
+                "at most 2^30 - 1",
+                static_cast<long long>(len_q), static_cast<long long>(len_k));
+  PSA_RETURN_IF(heads_q > 65535 || batch > 65535, PSA_ERR_UNSUPPORTED,
+                "q: batch = %lld, heads = %lld; the CUDA grid allows at most 65535 of each",
+                static_cast<long long>(batch), static_cast<long long>(heads_q));
+  return PSA_OK;
+}
+
+psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
+  PSA_TRY(attention_supported(a.dtype, a.batch, a.heads_q, a.len_q, a.len_k, a.head_dim, a.block_m,
+                              a.block_n, a.dense));
   PSA_RETURN_IF(!attention_rows_aligned(a.q, a.q_stride) || !attention_rows_aligned(a.k, a.k_stride) ||
                     !attention_rows_aligned(a.v, a.v_stride),
                 PSA_ERR_INTERNAL, "attention: q/k/v rows must be 16-byte aligned (gather first)");

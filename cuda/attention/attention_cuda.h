@@ -52,6 +52,15 @@ struct AttentionArgs {
 // can copy it with cp.async; otherwise the caller gathers it into a contiguous buffer first.
 bool attention_rows_aligned(const void* ptr, const int64_t stride[4]);
 
+// Whether attention_cuda runs a problem of this shape: PSA_OK, else PSA_ERR_UNSUPPORTED with a
+// message naming the value (dtype f16/bf16; head_dim 64/128; block_m 64/128; block_n a
+// multiple of 8 unless dense; lengths below 2^30 for 32-bit token indices; batch and heads at
+// most 65535 for the grid). attention_cuda asks it first; the CUDA backend's prepare() asks it
+// when a shape is planned.
+psa_status attention_supported(psa_dtype dtype, int64_t batch, int64_t heads_q, int64_t len_q,
+                               int64_t len_k, int64_t head_dim, int64_t block_m, int64_t block_n,
+                               bool dense);
+
 psa_status attention_cuda(const AttentionArgs& args, cudaStream_t stream);
 
 // The kernel attention_cuda would run for `args` on the current device (never kAuto).

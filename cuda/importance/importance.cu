@@ -260,11 +260,21 @@ psa_status dispatch_scores(const ScoreKernelParams& p, int64_t d, int kc, int64_
 
 }  // namespace
 
+psa_status importance_supported(int64_t block_m, int64_t block_n, int64_t q_count, int64_t k_count) {
+  PSA_RETURN_IF(block_m > kMaxSampleBlock || block_n > kMaxSampleBlock, PSA_ERR_UNSUPPORTED,
+                "block_size (m, n) = (%lld, %lld); the CUDA importance stage samples blocks of at "
+                "most %d tokens",
+                static_cast<long long>(block_m), static_cast<long long>(block_n), kMaxSampleBlock);
+  PSA_RETURN_IF(q_count < 1 || k_count < 1 || q_count > block_m || k_count > block_n,
+                PSA_ERR_UNSUPPORTED,
+                "sample counts %lld/%lld per block: each must be in [1, block] for blocks %lld/%lld",
+                static_cast<long long>(q_count), static_cast<long long>(k_count),
+                static_cast<long long>(block_m), static_cast<long long>(block_n));
+  return PSA_OK;
+}
+
 psa_status sample_offsets_cuda(const OffsetArgs& a, cudaStream_t stream) {
-  PSA_RETURN_IF(a.block_m > kMaxSampleBlock || a.block_n > kMaxSampleBlock || a.q_count < 1 ||
-                    a.k_count < 1 || a.q_count > a.block_m || a.k_count > a.block_n,
-                PSA_ERR_INTERNAL, "sample offsets: blocks %d/%d with %d/%d samples", a.block_m,
-                a.block_n, a.q_count, a.k_count);
+  PSA_TRY(importance_supported(a.block_m, a.block_n, a.q_count, a.k_count));
   const int64_t total = a.batch * a.heads_q * 2;
   if (total == 0) return PSA_OK;
   const int threads = 64;
@@ -274,10 +284,7 @@ psa_status sample_offsets_cuda(const OffsetArgs& a, cudaStream_t stream) {
 }
 
 psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
-  PSA_RETURN_IF(a.k_count < 1 || a.k_count > 128 || a.q_count < 1 || a.q_count > 128,
-                PSA_ERR_UNSUPPORTED,
-                "importance: %d query / %d key samples per block; supported: 1..128 each",
-                a.q_count, a.k_count);
+  PSA_TRY(importance_supported(a.block_m, a.block_n, a.q_count, a.k_count));
   const QRowSource qs = q_row_source(a);
   const int64_t q_stride[4] = {qs.sb, qs.sh, qs.sl, a.q_stride[3]};
   PSA_RETURN_IF(!rows_16b_aligned(a.q, q_stride), PSA_ERR_INTERNAL,

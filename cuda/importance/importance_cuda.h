@@ -24,6 +24,11 @@ struct OffsetArgs {
 };
 psa_status sample_offsets_cuda(const OffsetArgs& args, cudaStream_t stream);
 
+// Whether the importance stage (sample_offsets_cuda + block_scores_cuda) runs these blocks and
+// per-block sample counts: PSA_OK, else PSA_ERR_UNSUPPORTED naming the values (blocks at most
+// 128 tokens; 1 <= samples <= block). Both entries ask it; so does the CUDA backend's prepare().
+psa_status importance_supported(int64_t block_m, int64_t block_n, int64_t q_count, int64_t k_count);
+
 // Which kernel of the GEMM-shaped path runs: kAuto takes the Hopper one (wgmma + TMA) when this
 // binary holds it for the device (sm_90a build, compute capability 9.x) and TMA can describe K,
 // else the sm80 one (mma.sync). kSm80 / kSm90 force one (tests, benchmarks); kSm90 where it

@@ -217,20 +217,26 @@ int64_t max_mask_blocks() {
   return n;
 }
 
-psa_status build_levels_cuda(const LevelArgs& a, cudaStream_t stream) {
-  if (a.batch == 0 || a.heads_q == 0 || a.mq == 0 || a.nk == 0) return PSA_OK;
+psa_status levels_supported(int64_t batch, int64_t heads_q, int64_t mq, int64_t nk, int64_t block_n) {
   const int64_t max_nk = max_mask_blocks();
-  PSA_RETURN_IF(a.nk > max_nk, PSA_ERR_UNSUPPORTED,
-                "mask: %lld key blocks per row; the CUDA mask builder sorts at most %lld "
+  PSA_RETURN_IF(nk > max_nk, PSA_ERR_UNSUPPORTED,
+                "k: %lld key blocks of %lld tokens; the CUDA mask builder sorts at most %lld per row "
                 "(raise block_size.n)",
-                static_cast<long long>(a.nk), static_cast<long long>(max_nk));
-  // Grid (mq, heads_q, batch): y and z hold at most 65535 (the CUDA backend's prepare()
-  // refuses larger shapes first; a wrapped dimension would silently skip rows).
-  PSA_RETURN_IF(a.heads_q > 65535 || a.batch > 65535 || a.mq > INT32_MAX, PSA_ERR_UNSUPPORTED,
+                static_cast<long long>(nk), static_cast<long long>(block_n),
+                static_cast<long long>(max_nk));
+  // Grid (mq, heads_q, batch): y and z hold at most 65535 (a wrapped dimension would silently
+  // skip rows).
+  PSA_RETURN_IF(heads_q > 65535 || batch > 65535 || mq > INT32_MAX, PSA_ERR_UNSUPPORTED,
                 "mask: batch = %lld, heads = %lld, %lld query blocks; the CUDA level builder's grid "
                 "allows at most 65535, 65535 and 2^31 - 1",
-                static_cast<long long>(a.batch), static_cast<long long>(a.heads_q),
-                static_cast<long long>(a.mq));
+                static_cast<long long>(batch), static_cast<long long>(heads_q),
+                static_cast<long long>(mq));
+  return PSA_OK;
+}
+
+psa_status build_levels_cuda(const LevelArgs& a, cudaStream_t stream) {
+  if (a.batch == 0 || a.heads_q == 0 || a.mq == 0 || a.nk == 0) return PSA_OK;
+  PSA_TRY(levels_supported(a.batch, a.heads_q, a.mq, a.nk, a.block_n));
   LevelKernelParams p{};
   p.scores = a.scores;
   p.heads_q = a.heads_q;

@@ -39,6 +39,12 @@ struct LevelArgs {
   int8_t* levels = nullptr;
 };
 psa_status build_levels_cuda(const LevelArgs& args, cudaStream_t stream);
+
+// Whether build_levels_cuda runs this many rows and key blocks: PSA_OK, else
+// PSA_ERR_UNSUPPORTED naming the values (nk at most max_mask_blocks() on the current device;
+// batch and heads at most 65535, mq below 2^31 for the grid). The entry asks it; so does the
+// CUDA backend's prepare().
+psa_status levels_supported(int64_t batch, int64_t heads_q, int64_t mq, int64_t nk, int64_t block_n);
 // Largest nk the level builder sorts in shared memory on the current device.
 int64_t max_mask_blocks();
 

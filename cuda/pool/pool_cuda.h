@@ -21,6 +21,12 @@ struct PoolArgs {
 
 psa_status pool_pyramid_cuda(const PoolArgs& args, cudaStream_t stream);
 
+// Whether the pool entries (pool_pyramid_cuda, gather_pool_pyramid_cuda) run this head dim and
+// block: PSA_OK, else PSA_ERR_UNSUPPORTED naming the values (both multiples of 8: the kernels
+// move 8 elements at a time and pool to 1/8). Both entries ask it; so does the CUDA backend's
+// prepare().
+psa_status pool_supported(int64_t head_dim, int64_t block_n);
+
 struct GatherArgs;  // cuda/rearrange/gather_cuda.h
 
 // gather_rows_cuda(g) and then the pyramid of g.dst (as pool_pyramid_cuda with x = g.dst,

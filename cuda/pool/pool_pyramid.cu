@@ -141,11 +141,17 @@ psa_status launch_pool(const PoolArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
+psa_status pool_supported(int64_t head_dim, int64_t block_n) {
+  PSA_RETURN_IF(head_dim % 8 != 0 || block_n % 8 != 0 || block_n < 8, PSA_ERR_UNSUPPORTED,
+                "head_dim = %lld, block_size.n = %lld; the CUDA pool stage needs multiples of 8",
+                static_cast<long long>(head_dim), static_cast<long long>(block_n));
+  return PSA_OK;
+}
+
 psa_status gather_pool_pyramid_cuda(const GatherArgs& g, int64_t n_blocks, int64_t block_n, void* const out[3],
                                     cudaStream_t stream) {
-  PSA_RETURN_IF(g.head_dim % 8 != 0 || block_n % 8 != 0 || g.stride[3] != 1, PSA_ERR_INTERNAL,
-                "gather+pool: head_dim = %lld and block_n = %lld must be multiples of 8, unit column stride",
-                static_cast<long long>(g.head_dim), static_cast<long long>(block_n));
+  PSA_TRY(pool_supported(g.head_dim, block_n));
+  PSA_RETURN_IF(g.stride[3] != 1, PSA_ERR_INTERNAL, "gather+pool: the column stride must be 1");
   PSA_RETURN_IF(n_blocks * block_n < g.len, PSA_ERR_INTERNAL,
                 "gather+pool: %lld blocks of %lld do not cover %lld tokens", static_cast<long long>(n_blocks),
                 static_cast<long long>(block_n), static_cast<long long>(g.len));
@@ -161,9 +167,7 @@ psa_status gather_pool_pyramid_cuda(const GatherArgs& g, int64_t n_blocks, int64
 }
 
 psa_status pool_pyramid_cuda(const PoolArgs& a, cudaStream_t stream) {
-  PSA_RETURN_IF(a.head_dim % 8 != 0 || a.block_n % 8 != 0, PSA_ERR_INTERNAL,
-                "pool: head_dim = %lld and block_n = %lld must be multiples of 8",
-                static_cast<long long>(a.head_dim), static_cast<long long>(a.block_n));
+  PSA_TRY(pool_supported(a.head_dim, a.block_n));
   switch (a.dtype) {
     case PSA_DTYPE_F16: return launch_pool<__half>(a, stream);
     case PSA_DTYPE_BF16: return launch_pool<__nv_bfloat16>(a, stream);

@@ -1,5 +1,6 @@
-// pipeline/forward.cpp -- the stage order of one forward, written once for both backends:
-// validate -> (dense | plan -> backend forward) -> stats. No tensor math here.
+// pipeline/forward.cpp -- one forward, the same for both backends: validate -> plan (cached
+// per shape; its route picks the stage sequence) -> dense or sparse step -> the backend's
+// stage sequence -> stats. No tensor math here.
 #include "pipeline/forward.h"
 
 #include <cstdint>

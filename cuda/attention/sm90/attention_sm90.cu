@@ -3,7 +3,7 @@
 // exist only in the sm_90a pass of this file; the sm_80 pass compiles empty kernels that
 // attention_sm90_available() keeps from ever being launched.
 #include "cuda/attention/attention_launch.h"
-#include "cuda/attention/sm90/attention_kernel_sm90.cuh"
+#include "cuda/attention/sm90/attention_launch_sm90.cuh"
 
 namespace psa {
 namespace gpu {

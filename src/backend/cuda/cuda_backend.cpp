@@ -6,7 +6,6 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
-#include "core/tensor.h"
 
 #if defined(PSA_WITH_CUDA)
 #include <cuda_runtime_api.h>
@@ -352,33 +351,15 @@ class CudaBackend final : public Backend {
   psa_status prepare(Plan* plan) override {
     DeviceGuard guard(device_);
     const Problem& pb = plan->problem;
-    PSA_RETURN_IF(pb.dtype != PSA_DTYPE_F16 && pb.dtype != PSA_DTYPE_BF16, PSA_ERR_UNSUPPORTED,
-                  "q: dtype = %s; the CUDA backend supports f16 and bf16", dtype_name(pb.dtype));
-    PSA_RETURN_IF(pb.head_dim != 64 && pb.head_dim != 128, PSA_ERR_UNSUPPORTED,
-                  "q: shape[3] (head_dim) = %lld; supported by the CUDA backend: 64, 128",
-                  static_cast<long long>(pb.head_dim));
-    PSA_RETURN_IF(pb.batch > 65535 || pb.heads_q > 65535, PSA_ERR_UNSUPPORTED,
-                  "q: batch = %lld, heads = %lld; the CUDA backend allows at most 65535 of each",
-                  static_cast<long long>(pb.batch), static_cast<long long>(pb.heads_q));
-    PSA_RETURN_IF(pb.len_q > (int64_t{1} << 30) || pb.len_k > (int64_t{1} << 30), PSA_ERR_UNSUPPORTED,
-                  "seq_len %lld/%lld: the CUDA backend supports at most 2^30 tokens",
-                  static_cast<long long>(pb.len_q), static_cast<long long>(pb.len_k));
-    if (plan->route.sparse()) {
-      PSA_RETURN_IF(plan->block_m != 64 && plan->block_m != 128, PSA_ERR_UNSUPPORTED,
-                    "block_size.m = %lld; supported by the CUDA backend: 64, 128",
-                    static_cast<long long>(plan->block_m));
-      PSA_RETURN_IF(plan->block_n % 8 != 0 || plan->block_n > 128, PSA_ERR_UNSUPPORTED,
-                    "block_size.n = %lld; supported by the CUDA backend: multiples of 8 up to 128",
-                    static_cast<long long>(plan->block_n));
-      PSA_RETURN_IF(plan->q_samples > plan->block_m || plan->k_samples > plan->block_n,
-                    PSA_ERR_UNSUPPORTED, "sample counts %lld/%lld exceed the blocks",
-                    static_cast<long long>(plan->q_samples), static_cast<long long>(plan->k_samples));
-      const int64_t max_nk = gpu::max_mask_blocks();
-      PSA_RETURN_IF(plan->k_blocks > max_nk, PSA_ERR_UNSUPPORTED,
-                    "k: %lld key blocks of %lld tokens; the CUDA mask builder sorts at most %lld "
-                    "per row (raise block_size.n)",
-                    static_cast<long long>(plan->k_blocks), static_cast<long long>(plan->block_n),
-                    static_cast<long long>(max_nk));
+    // Each stage's entry says what it supports; a shape is refused here, when it is planned,
+    // never in a forward. Dense steps use the attention stage only (any block_n).
+    const bool sparse = plan->route.sparse();
+    PSA_TRY(gpu::attention_supported(pb.dtype, pb.batch, pb.heads_q, pb.len_q, pb.len_k, pb.head_dim,
+                                     sparse ? plan->block_m : 128, plan->block_n, !sparse));
+    if (sparse) {
+      PSA_TRY(gpu::pool_supported(pb.head_dim, plan->block_n));
+      PSA_TRY(gpu::importance_supported(plan->block_m, plan->block_n, plan->q_samples, plan->k_samples));
+      PSA_TRY(gpu::levels_supported(pb.batch, pb.heads_q, plan->q_blocks, plan->k_blocks, plan->block_n));
       PSA_TRY(check_method_mask_limits(*plan));
     }
     int64_t score_slots = 0;
