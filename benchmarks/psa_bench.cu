@@ -2,8 +2,8 @@
 // times of PSA presets and topk quotas on the standard video-DiT shapes (bf16, batch 1), with
 // realised density, effective TFLOP/s and error against our dense output. JSON on stdout (or
 // --json FILE), a short table on stderr. CUDA events, warm-up, median of many reps.
-// Built against psa_internal (benchmarks/CMakeLists.txt) so it
-// can set the backend's stage-timer hook (src/backend/cuda/cuda_stage_timer.h).
+// Stage times come from the context's own stage events (psa_context_set_stage_timing,
+// experimental API).
 //
 // Usage: psa_bench [--shapes cogvideox,wan13,wan14] [--json FILE] [--min-ms 600] [--max-reps 30]
 //                  [--ncu]   (one dense launch at Wan2.1-1.3B for an ncu capture, no timing)

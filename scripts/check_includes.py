@@ -9,7 +9,7 @@ Layers, lowest first (a directory may include its own layer and every layer belo
   1 src/config     validated Config, the method -> route decision
   2 stages         src/{rearrange,pool,importance,mask,attention}: *_spec.h meanings + CPU reference
   3 src/context    the shape plan (route, blocks, permutations) and the context object
-  3 cuda/core      shared device helpers (status, sm90 wrappers, wgmma ops)
+  3 cuda/core      shared device code (status, sm90 wrappers, wgmma ops)
   4 src/methods    rf_v2 / ada_bsa mask builders (read the plan)
   4 src/picture    mask pictures (PNG)
   4 cuda/<stage>   CUDA kernels, launchers and entries per stage
