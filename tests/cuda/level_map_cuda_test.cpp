@@ -136,7 +136,7 @@ TEST(CudaLevelMap, ExportedMapIsTheForwardsAndEqualsCpuMaskOfDeviceScores) {
       const psa::Plan& plan = *run.ctx->last_plan;
       int64_t slots = 0;
       ASSERT_EQ(PSA_OK, psa::gpu::score_scratch_slots(&slots));
-      const psa::CudaWorkspaceLayout w = psa::cuda_workspace_layout(run.ctx->cfg, plan, slots);
+      const psa::CudaWorkspaceLayout w = psa::cuda_workspace_layout(plan, slots);
       const int64_t mq = plan.q_blocks, nk = plan.k_blocks, rows = c.B * c.Hq;
       std::vector<int8_t> ws_levels(static_cast<size_t>(rows * mq * nk));
       std::vector<float> scores(static_cast<size_t>(rows * mq * nk));
