@@ -30,13 +30,6 @@ struct AttnTraits {
   static constexpr size_t kSmemBytes = kSmemQ + 2 * kStages * kSmemKV + sizeof(int32_t) * kStages * kKeyTile;
 };
 
-// Element offset of (row, 16-byte chunk) in a [rows][D] tile, chunks XOR-swizzled by row so
-// that ldmatrix reads of 8 rows at one column hit 8 different bank groups.
-template <int D>
-__device__ __forceinline__ int swz(int row, int chunk) {
-  return row * D + ((chunk ^ (row & 7)) << 3);
-}
-
 template <typename T, int D, int BM>
 __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads, (D == 64 ? 2 : 1))
     sparse_attention_kernel(const AttnKernelParams p) {

@@ -49,6 +49,15 @@ __device__ __forceinline__ uint4 pack8(const float* f) {
   return v;
 }
 
+// ---- shared-memory tiles ------------------------------------------------------------------
+// Element offset of (row, 16-byte chunk) in a [rows][D] 16-bit tile, chunks XOR-swizzled by
+// row so that ldmatrix reads of 8 rows at one column hit 8 different bank groups (the sm80
+// attention and importance kernels).
+template <int D>
+__device__ __forceinline__ int swz(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
 // ---- cp.async (sm80+) -------------------------------------------------------------------
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

@@ -47,13 +47,6 @@ struct ScoreGemmTraits {
   static_assert(kSmem <= 227 * 1024, "fits the sm90 shared-memory opt-in");
 };
 
-// Element offset of (row, 16-byte chunk) in a [rows][D] 16-bit tile, XOR-swizzled so that
-// ldmatrix reads of 8 rows at one column hit different banks.
-template <int D>
-__device__ __forceinline__ int swz(int row, int chunk) {
-  return row * D + ((chunk ^ (row & 7)) << 3);
-}
-
 // Row of the warp's 32 that accumulator slot s (= mt * 2 + half) of this lane holds.
 __device__ __forceinline__ int slot_row(int slot, int g) { return (slot >> 1) * 16 + (slot & 1) * 8 + g; }
 

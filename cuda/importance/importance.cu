@@ -54,13 +54,6 @@ struct ScoreKernelParams {
   float* scores;
 };
 
-// Element offset of (row, 16-byte chunk) in a [rows][D] 16-bit tile, XOR-swizzled so that
-// ldmatrix reads of 8 rows at one column hit different banks.
-template <int D>
-__device__ __forceinline__ int swz(int row, int chunk) {
-  return row * D + ((chunk ^ (row & 7)) << 3);
-}
-
 template <int D, int KC>
 size_t score_smem_bytes(int rows, int ld_a, int64_t nk) {
   return sizeof(uint16_t) * (static_cast<size_t>(rows) + 2 * KC) * D +
