@@ -120,7 +120,7 @@ psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
     // cudaErrorNotSupported: TMA cannot describe these tensors (strides); the sm80 kernel can.
     if (e != cudaErrorNotSupported || a.kernel == AttentionKernel::kSm90)
       return set_error(PSA_ERR_CUDA, "sparse_attention_sm90_kernel<%s, d=%lld>: %s",
-                       a.dtype == PSA_DTYPE_F16 ? "f16" : "bf16", static_cast<long long>(a.head_dim),
+                       dtype_name(a.dtype), static_cast<long long>(a.head_dim),
                        cudaGetErrorString(e));
   }
   cudaError_t e;
@@ -132,7 +132,7 @@ psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
                          : launch_attention_bf16_d128(p, bm, a.batch, stream);
   if (e != cudaSuccess)
     return set_error(PSA_ERR_CUDA, "sparse_attention_kernel<%s, d=%lld, bm=%d>: %s",
-                     a.dtype == PSA_DTYPE_F16 ? "f16" : "bf16", static_cast<long long>(a.head_dim),
+                     dtype_name(a.dtype), static_cast<long long>(a.head_dim),
                      bm, cudaGetErrorString(e));
   return PSA_OK;
 }
