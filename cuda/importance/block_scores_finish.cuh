@@ -6,6 +6,7 @@
 
 #include "cuda/importance/block_scores_gemm.h"
 #include "cuda/importance/score_scratch.h"
+#include "importance/importance_spec.h"
 
 namespace psa {
 namespace gpu {
@@ -41,7 +42,8 @@ __device__ __forceinline__ float block_logit_max(const float* a, const float* m,
 // n_warps-1, lane = 0..31); no barrier inside, so the caller only orders the scratch and s_m
 // writes before the call. A lane takes kBatch key blocks at a time (their loads first: up to
 // 4 * kBatch float4 loads in flight); kBatch 2 spills at the sm90 finishers' 56 registers, so
-// they use 1.
+// they use 1. With p.ties, (5) the tie masses: 0, and for the few P == 1 blocks of the row the
+// warp-wide sum of their sampled weights (importance_spec.h order), from the same scratch.
 template <int kBatch>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
                                             int64_t bh, int64_t rt, int warp, int n_warps, int lane) {
@@ -52,22 +54,43 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
   float* out = p.scores + (bh * p.mq + rt * nqb) * p.nk;  // query block il of this tile: out + il * nk
   for (int il = warp; il < nq_valid; il += n_warps) {
     float* row = out + static_cast<int64_t>(il) * p.nk;
+    float* tie_row = p.ties != nullptr ? p.ties + (out - p.scores) + static_cast<int64_t>(il) * p.nk : nullptr;
     const int r0 = il << p.q_shift;
     const float* mr = s_m + r0;
     double s = 0.0;
     const float* a = scratch + r0 + lane * kRows;
-    for (int64_t j = lane; j < p.nk; j += 32 * kBatch, a += 32 * kBatch * kRows) {
+    // jb is warp-uniform (the tie masses below need every lane in the ballot).
+    for (int64_t jb = 0; jb < p.nk; jb += 32 * kBatch, a += 32 * kBatch * kRows) {
+      const int64_t j = jb + lane;
       float y[kBatch];
 #pragma unroll
       for (int u = 0; u < kBatch; ++u)
         y[u] = j + 32 * u < p.nk ? block_logit_max(a + 32 * u * kRows, mr, p.q_count) : 0.0f;
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
-        if (j + 32 * u >= p.nk) break;
-        const float e = static_cast<float>(exp(static_cast<double>(y[u])));
-        const float v = e != e ? 0.0f : e;
-        row[j + 32 * u] = v;
-        s += v;
+        const bool in = j + 32 * u < p.nk;
+        const float v = in ? sample_weight(y[u]) : 0.0f;
+        if (in) {
+          row[j + 32 * u] = v;
+          s += v;
+        }
+        if (tie_row != nullptr) {
+          // Tie masses (importance_spec.h): 0, except the P == 1 blocks, which the whole warp
+          // sums in the spec's butterfly order (lane l: rows l, l + 32, ...).
+          if (in) tie_row[j + 32 * u] = 0.0f;
+          unsigned tied = __ballot_sync(0xffffffffu, in && v == 1.0f);
+          while (tied != 0u) {
+            const int src = __ffs(tied) - 1;
+            tied &= tied - 1u;
+            const int64_t jt = jb + 32 * u + src;
+            const float* at = scratch + r0 + jt * kRows;
+            float w = 0.0f;
+            for (int r = lane; r < p.q_count; r += 32) w += sample_weight(__fsub_rn(at[r], mr[r]));
+#pragma unroll
+            for (int o = kTieLanes / 2; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
+            if (lane == src) tie_row[jt] = w;  // after this lane's 0 above
+          }
+        }
       }
     }
 #pragma unroll
