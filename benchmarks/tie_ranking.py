@@ -16,13 +16,16 @@ grid, block_n, mask mode and seed, and prints a Markdown table. Shapes:
 CPU (small grids, ~10 minutes on 2 cores):
   python3 benchmarks/tie_ranking.py --psa build-cpu/cli/psa --backend cpu \
       --shapes img32,img64,clip32 --seeds 3
-GPU (standard shapes; about 2-3 minutes on an H100):
+GPU (standard shapes with 8 heads each; estimated 3-4 minutes on an H100, most of it the CLI
+generating inputs and the dense reference in each process):
   python3 benchmarks/tie_ranking.py --psa build/cli/psa --backend cuda \
-      --shapes img32,img64,clip32,clip64,cogvideox,wan13,wan14 --seeds 3
+      --shapes cogvideox,wan13,wan14 --heads 8 --seeds 3
+--inputs heads uses the Python tests' independent q/k fields instead (less local attention).
 """
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,7 +44,7 @@ RATIOS = {"topk": (0.1, 0.15, 0.15, 0.35, 1.0), "thresholdbound": (0.4, 0.5, 0.6
 
 
 def preset_yaml(block_ns, modes):
-    lines = ["Bench:", "  default_attention: p", "  video_scale: {width_divisor: 8, height_divisor: 8, depth_divisor: 4}",
+    lines = ["Bench:", f"  default_attention: {modes[0]}_{block_ns[0]}", "  video_scale: {width_divisor: 8, height_divisor: 8, depth_divisor: 4}",
              "  text_length: 0", "  attention_configs:"]
     for bn in block_ns:
         for mode in modes:
@@ -54,11 +57,47 @@ def preset_yaml(block_ns, modes):
     return "\n".join(lines) + "\n"
 
 
-def run(args, cfg, shape, bn, mode, seed, rule):
+def heads_inputs(args, shape, seed, folder):
+    """q, k: independent smooth random fields over the grid plus noise (the Python tests'
+    conftest.video_heads), text rows first; v: Gaussian. Written as .npy (bf16 bits on cuda)."""
+    import numpy as np
+
+    grid, text, d, heads = SHAPES[shape]
+    heads = args.heads or heads
+    rng = np.random.default_rng(1000 + seed)
+    t, hh, w = grid
+    zz, yy, xx = np.meshgrid(np.arange(t), np.arange(hh), np.arange(w), indexing="ij")
+    pos = np.stack([zz.ravel() / 2.0, yy.ravel() / 3.0, xx.ravel() / 3.0], 1)
+
+    def field():
+        f = rng.standard_normal((1, heads, 3, d))
+        phase = rng.uniform(0, 6.3, (1, heads, 1, d))
+        x = 3.0 * np.cos(np.einsum("nc,bhcd->bhnd", pos, f) + phase)
+        x += 0.3 * rng.standard_normal(x.shape)
+        return np.concatenate([rng.standard_normal((1, heads, text, d)), x], 2).astype(np.float32)
+
+    files = []
+    for name, x in (("q", field()), ("k", field()), ("v", rng.standard_normal((1, heads, pos.shape[0] + text, d)))):
+        x = np.ascontiguousarray(x, np.float32)
+        if args.backend == "cuda":  # bf16 bits, rounded to nearest even
+            u = x.view(np.uint32)
+            x = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        path = os.path.join(folder, f"{shape}_{seed}_{name}.npy")
+        np.save(path, x)
+        files.append(path)
+    return files
+
+
+def run(args, cfg, shape, bn, mode, seed, rule, files=None):
     grid, text, d, heads = SHAPES[shape]
     cmd = [args.psa, "run", "--config", cfg, "--model", "Bench", "--preset", f"{mode}_{bn}",
-           "--grid", ",".join(map(str, grid)), "--heads", str(args.heads or heads), "--head-dim", str(d),
-           "--seed", str(seed), "--backend", args.backend, "--json", "--quiet"]
+           "--grid", ",".join(map(str, grid)), "--backend", args.backend, "--json", "--quiet"]
+    if files:
+        cmd += ["--q", files[0], "--k", files[1], "--v", files[2]]
+        if args.backend == "cuda":
+            cmd += ["--dtype", "bf16"]
+    else:
+        cmd += ["--heads", str(args.heads or heads), "--head-dim", str(d), "--seed", str(seed)]
     if text:
         cmd += ["--text-length", str(text)]
     env = dict(os.environ)
@@ -79,6 +118,9 @@ def main():
     ap.add_argument("--modes", default="topk,thresholdbound")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--heads", type=int, default=0, help="override the shapes' head counts")
+    ap.add_argument("--inputs", default="synthetic", choices=["synthetic", "heads"],
+                    help="synthetic: the CLI's video-like inputs (q and k read one smooth field); "
+                         "heads: independent smooth q and k fields (conftest.video_heads; needs NumPy)")
     args = ap.parse_args()
     block_ns = [int(b) for b in args.block_n.split(",")]
     modes = args.modes.split(",")
@@ -88,6 +130,7 @@ def main():
     print("| shape | tokens | block_n | mode | key blocks | density | err, key index (old) | err, tie mass (new) "
           "| new / old | seeds better / worse |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    folder = tempfile.mkdtemp()
     try:
         for shape in args.shapes.split(","):
             grid, text, _, _ = SHAPES[shape]
@@ -96,8 +139,11 @@ def main():
                 for mode in modes:
                     old, new = [], []
                     for seed in range(args.seeds):
-                        eo, do = run(args, cfg, shape, bn, mode, seed, "index")
-                        en, dn = run(args, cfg, shape, bn, mode, seed, "mass")
+                        files = None
+                        if args.inputs == "heads":
+                            files = heads_inputs(args, shape, seed, folder)
+                        eo, do = run(args, cfg, shape, bn, mode, seed, "index", files)
+                        en, dn = run(args, cfg, shape, bn, mode, seed, "mass", files)
                         if abs(do - dn) > 1e-9:
                             print(f"warning: densities differ ({do} vs {dn})", file=sys.stderr)
                         old.append(eo)
@@ -109,6 +155,7 @@ def main():
                           f"| {mn / mo:.3f} | {better} / {worse} |", flush=True)
     finally:
         os.unlink(cfg)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

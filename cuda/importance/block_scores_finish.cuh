@@ -54,47 +54,52 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
   float* out = p.scores + (bh * p.mq + rt * nqb) * p.nk;  // query block il of this tile: out + il * nk
   for (int il = warp; il < nq_valid; il += n_warps) {
     float* row = out + static_cast<int64_t>(il) * p.nk;
-    float* tie_row = p.ties != nullptr ? p.ties + (out - p.scores) + static_cast<int64_t>(il) * p.nk : nullptr;
     const int r0 = il << p.q_shift;
     const float* mr = s_m + r0;
     double s = 0.0;
     const float* a = scratch + r0 + lane * kRows;
-    // jb is warp-uniform (the tie masses below need every lane in the ballot).
-    for (int64_t jb = 0; jb < p.nk; jb += 32 * kBatch, a += 32 * kBatch * kRows) {
-      const int64_t j = jb + lane;
+    for (int64_t j = lane; j < p.nk; j += 32 * kBatch, a += 32 * kBatch * kRows) {
       float y[kBatch];
 #pragma unroll
       for (int u = 0; u < kBatch; ++u)
         y[u] = j + 32 * u < p.nk ? block_logit_max(a + 32 * u * kRows, mr, p.q_count) : 0.0f;
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
-        const bool in = j + 32 * u < p.nk;
-        const float v = in ? sample_weight(y[u]) : 0.0f;
-        if (in) {
-          row[j + 32 * u] = v;
-          s += v;
-        }
-        if (tie_row != nullptr) {
-          // Tie masses (importance_spec.h): 0, except the P == 1 blocks, which the whole warp
-          // sums in the spec's butterfly order (lane l: rows l, l + 32, ...).
-          if (in) tie_row[j + 32 * u] = 0.0f;
-          unsigned tied = __ballot_sync(0xffffffffu, in && v == 1.0f);
-          while (tied != 0u) {
-            const int src = __ffs(tied) - 1;
-            tied &= tied - 1u;
-            const int64_t jt = jb + 32 * u + src;
-            const float* at = scratch + r0 + jt * kRows;
-            float w = 0.0f;
-            for (int r = lane; r < p.q_count; r += 32) w += sample_weight(__fsub_rn(at[r], mr[r]));
-#pragma unroll
-            for (int o = kTieLanes / 2; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
-            if (lane == src) tie_row[jt] = w;  // after this lane's 0 above
-          }
-        }
+        if (j + 32 * u >= p.nk) break;
+        const float v = sample_weight(y[u]);
+        row[j + 32 * u] = v;
+        s += v;
       }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (p.ties != nullptr) {
+      float* tie_row = p.ties + (row - p.scores);
+      // Tie masses, before the normalisation (P == 1 is tested on this lane's own writes): 0, and
+      // for each P == 1 block the whole warp's sum in importance_spec.h order (lane l takes rows
+      // l, l + 32, ..., then the xor butterfly). Warp-uniform loop; a separate pass keeps the
+      // main loop's registers untouched.
+#pragma unroll 1
+      for (int64_t jb = 0; jb < p.nk; jb += 32) {
+        const int64_t j = jb + lane;
+        const bool in = j < p.nk;
+        const bool top = in && row[j] == 1.0f;
+        if (in) tie_row[j] = 0.0f;
+        unsigned tied = __ballot_sync(0xffffffffu, top);
+#pragma unroll 1
+        while (tied != 0u) {
+          const int src = __ffs(tied) - 1;
+          tied &= tied - 1u;
+          const float* at = scratch + r0 + (jb + src) * kRows;
+          float w = 0.0f;
+#pragma unroll 1
+          for (int r = lane; r < p.q_count; r += 32) w += sample_weight(__fsub_rn(at[r], mr[r]));
+#pragma unroll
+          for (int o = kTieLanes / 2; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
+          if (lane == src) tie_row[j] = w;  // after this lane's 0 above
+        }
+      }
+    }
     if (s > 0.0)
       for (int64_t j = lane; j < p.nk; j += 32) row[j] = static_cast<float>(row[j] / s);  // this lane's own writes
   }
