@@ -44,8 +44,9 @@ RATIOS = {"topk": (0.1, 0.15, 0.15, 0.35, 1.0), "thresholdbound": (0.4, 0.5, 0.6
 
 
 def preset_yaml(block_ns, modes):
-    lines = ["Bench:", f"  default_attention: {modes[0]}_{block_ns[0]}", "  video_scale: {width_divisor: 8, height_divisor: 8, depth_divisor: 4}",
-             "  text_length: 0", "  attention_configs:"]
+    lines = ["Bench:", f"  default_attention: {modes[0]}_{block_ns[0]}",
+             "  video_scale: {width_divisor: 8, height_divisor: 8, depth_divisor: 4}", "  text_length: 0",
+             "  attention_configs:"]
     for bn in block_ns:
         for mode in modes:
             r = RATIOS[mode]

@@ -35,6 +35,8 @@ PSA_HD constexpr int64_t alignment_multiple(int level, int64_t bn, int64_t tn) {
 // The cumulative mass of thresholdbound runs over the scores in this order; within a run of
 // equal scores the prefix sums are the same whatever the order, so the tie rule changes which
 // blocks take a level, never a level's count (topk and thresholdbound keep their densities).
+// Importance gives a non-zero tie mass only to blocks of the row's top score, so only the run of
+// ranks holding the top score can reorder (the CUDA level builder relies on it).
 PSA_HD bool ranks_before(float a, float ta, int64_t ia, float b, float tb, int64_t ib) {
   bool a_nan = a != a, b_nan = b != b;
   if (a_nan != b_nan) return b_nan;
@@ -48,9 +50,10 @@ PSA_HD bool ranks_before(float a, int64_t ia, float b, int64_t ib) {
 }
 
 // Sort key of the score part of that order: rank_key(a) < rank_key(b) implies ranks_before(a, ia,
-// b, ib) for any indices, and equal keys are exactly the score ties (tie mass, then index decide). Higher scores get smaller keys,
-// -0 and +0 share one key (they compare equal), every NaN maps to the largest key. A stable
-// ascending sort of the keys of a row in index order therefore yields the rank order.
+// b, ib) for any indices, and equal keys are exactly the score ties (tie mass, then index decide).
+// Higher scores get smaller keys, -0 and +0 share one key (they compare equal), every NaN maps to
+// the largest key. A stable ascending sort of the keys of a row in index order therefore yields
+// the rank order without tie masses.
 PSA_HD uint32_t rank_key(float s) {
   if (s != s) return 0xffffffffu;
   if (s == 0.0f) s = 0.0f;  // -0 -> +0

@@ -182,8 +182,10 @@ TEST(CudaTieRank, ScoreKernelsGiveTheCpuTieMasses) {
       bool scratch;
       gpu::ScoreKernel kernel;
     };
-    for (const Path path : {Path{"per-block", false, gpu::ScoreKernel::kAuto}, Path{"sm80", true, gpu::ScoreKernel::kSm80},
-                            Path{"sm90", true, gpu::ScoreKernel::kSm90}}) {
+    const Path paths[] = {{"per-block", false, gpu::ScoreKernel::kAuto},
+                          {"sm80", true, gpu::ScoreKernel::kSm80},
+                          {"sm90", true, gpu::ScoreKernel::kSm90}};
+    for (const Path& path : paths) {
       if (path.kernel == gpu::ScoreKernel::kSm90 && !gpu::score_sm90_available()) continue;
       gpu::ScoreArgs sa;
       sa.q = dq.get();
