@@ -29,7 +29,7 @@ MaskRowParams mask_row_params(const Config& config) {
 }
 
 void build_mask_row(const float* scores, int64_t n, const MaskRowParams& params, int8_t* levels,
-                    int32_t* order, int64_t* seg_end) {
+                    int32_t* order, int64_t* seg_end, const float* ties) {
   if (n <= 0) return;
   std::vector<int32_t> own;
   if (order == nullptr) {
@@ -37,9 +37,14 @@ void build_mask_row(const float* scores, int64_t n, const MaskRowParams& params,
     order = own.data();
   }
   std::iota(order, order + n, 0);
-  std::stable_sort(order, order + n, [scores](int32_t a, int32_t b) {
-    return ranks_before(scores[a], a, scores[b], b);
-  });
+  if (ties != nullptr)
+    std::stable_sort(order, order + n, [scores, ties](int32_t a, int32_t b) {
+      return ranks_before(scores[a], ties[a], a, scores[b], ties[b], b);
+    });
+  else
+    std::stable_sort(order, order + n, [scores](int32_t a, int32_t b) {
+      return ranks_before(scores[a], a, scores[b], b);
+    });
 
   int64_t ends[kMaskSlots];
   if (params.mode == PSA_MASK_MODE_THRESHOLDBOUND) {

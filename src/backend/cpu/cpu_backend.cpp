@@ -49,7 +49,7 @@ class Carver {
 struct Scratch {
   float *q, *k, *v, *out, *lse;
   float *k2, *k4, *k8, *v2, *v4, *v8, *kpad;
-  float *scores, *method;
+  float *scores, *ties, *method;
   int8_t *levels, *cap;
   int32_t *q_off, *k_off, *shuffle, *order;
 };
@@ -73,6 +73,7 @@ Scratch carve(Carver& c, const Config& cfg, const Plan& p) {
   s.v8 = c.take<float>(padded / 8 * d);
   s.kpad = sim ? c.take<float>(padded * d) : nullptr;
   s.scores = c.take<float>(p.q_blocks * p.k_blocks);
+  s.ties = c.take<float>(p.q_blocks * p.k_blocks);  // tie masses (importance_spec.h)
   s.method = other_method ? c.take<float>(method_scratch_floats(cfg, p)) : nullptr;
   s.levels = c.take<int8_t>(p.q_blocks * p.k_blocks);
   s.cap = c.take<int8_t>(p.k_blocks);
@@ -255,9 +256,10 @@ class CpuBackend final : public Backend {
                              static_cast<int32_t>(plan.block_n), static_cast<int32_t>(plan.k_samples),
                              s.shuffle, s.k_off);
             }
+            float* const ties = tie_mass_ranking_enabled() ? s.ties : nullptr;
             importance_cpu(s.q, lq, s.k, lk, d, plan.block_m, plan.block_n, s.q_off,
                            static_cast<int32_t>(plan.q_samples), s.k_off,
-                           static_cast<int32_t>(plan.k_samples), plan.scale, s.scores);
+                           static_cast<int32_t>(plan.k_samples), plan.scale, s.scores, ties);
             c.stage_ms[PSA_STAGE_IMPORTANCE] += ms_since(t0);
             t0 = Clock::now();
             for (int64_t i = 0; i < mq; ++i) {
@@ -266,7 +268,9 @@ class CpuBackend final : public Backend {
                                     ? causal_visible_blocks(i, plan.block_m, plan.block_n, lq, lk)
                                     : nk;
               std::fill(row, row + nk, int8_t{0});
-              if (n > 0) build_mask_row(s.scores + i * nk, n, row_params, row, s.order, nullptr);
+              if (n > 0)
+                build_mask_row(s.scores + i * nk, n, row_params, row, s.order, nullptr,
+                               ties != nullptr ? ties + i * nk : nullptr);
             }
             postprocess_levels(s.levels, mq, nk, post);
             count_levels(s.levels, mq * nk, &c);

@@ -20,6 +20,7 @@
 #include "cuda/attention/attention_cuda.h"
 #include "cuda/core/cuda_status.h"
 #include "cuda/importance/importance_cuda.h"
+#include "importance/importance.h"
 #include "cuda/mask/mask_cuda.h"
 #include "cuda/pool/pool_cuda.h"
 #include "cuda/rearrange/gather_cuda.h"
@@ -332,6 +333,7 @@ class CudaBackend final : public Backend {
       sa.k_count = oa.k_count;
       sa.scale = plan.scale;
       sa.scores = reinterpret_cast<float*>(ws + w.scores);
+      sa.ties = tie_mass_ranking_enabled() ? reinterpret_cast<float*>(ws + w.ties) : nullptr;
       sa.scratch = w.score_scratch_bytes > 0 ? ws + w.score_scratch : nullptr;
       sa.scratch_bytes = w.score_scratch_bytes;
       PSA_TRY(gpu::block_scores_cuda(sa, stream));
@@ -355,6 +357,7 @@ class CudaBackend final : public Backend {
       const MaskRowParams rp = mask_row_params(cfg);
       gpu::LevelArgs la;
       la.scores = sa.scores;
+      la.ties = sa.ties;
       la.batch = pb.batch;
       la.heads_q = pb.heads_q;
       la.heads_kv = pb.heads_kv;
