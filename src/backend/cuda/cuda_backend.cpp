@@ -93,6 +93,8 @@ class CudaBackend final : public Backend {
     PSA_RETURN_IF(pb.len_q > (int64_t{1} << 30) || pb.len_k > (int64_t{1} << 30), PSA_ERR_UNSUPPORTED,
                   "seq_len %lld/%lld: the CUDA backend supports at most 2^30 tokens",
                   static_cast<long long>(pb.len_q), static_cast<long long>(pb.len_k));
+    PSA_RETURN_IF(cfg.method == PSA_METHOD_PSA_CAUSAL, PSA_ERR_UNSUPPORTED,
+                  "type = psa_causal: runs on the CPU backend only in this version");
     if (cfg.method != PSA_METHOD_DENSE) {
       PSA_RETURN_IF(plan->block_m != 64 && plan->block_m != 128, PSA_ERR_UNSUPPORTED,
                     "block_size.m = %lld; supported by the CUDA backend: 64, 128",
