@@ -62,25 +62,12 @@ void causal_psa_slot_levels(const float* sorted, const int32_t* order, int64_t v
     double cum = 0.0;
     for (int64_t r = 0; r < valid; ++r) {
       cum += static_cast<double>(sorted[r]);
-      const double e = cum / total;
-      double lower = 0.0;
-      for (int s = 0; s < kNumSlots; ++s) {
-        if (lower < e && e <= ratio_end[s]) {
-          levels[order[r]] = static_cast<int8_t>(kSlotLevel[s]);
-          break;
-        }
-        lower = ratio_end[s];
-      }
+      levels[order[r]] = static_cast<int8_t>(causal_psa_energy_level(cum / total, ratio_end));
     }
     return;
   }
-  double start = 0.0;
-  for (int s = 0; s < kNumSlots; ++s) {
-    int64_t lo = 0, hi = 0;
-    causal_psa_topk_interval(valid, start, ratio_end[s], &lo, &hi);
-    for (int64_t r = lo; r < hi; ++r) levels[order[r]] = static_cast<int8_t>(kSlotLevel[s]);
-    start = ratio_end[s];
-  }
+  for (int64_t r = 0; r < valid; ++r)
+    levels[order[r]] = static_cast<int8_t>(causal_psa_topk_level(r, valid, ratio_end));
 }
 
 void causal_psa_levels_cpu(const float* scores, int64_t nb, psa_mask_mode mode,

@@ -75,6 +75,33 @@ PSA_HD void causal_psa_topk_interval(int64_t valid, double start, double end, in
   *hi = b;
 }
 
+// Level of the candidate at rank `rank` of `valid` in topk mode (0 when no slot takes it;
+// a later slot wins an overlap, as the reference's assignment order).
+PSA_HD int causal_psa_topk_level(int64_t rank, int64_t valid, const double* ratio_end) {
+  const int levels[5] = {1, 2, 4, 8, 0};
+  int level = 0;
+  double start = 0.0;
+  for (int s = 0; s < 5; ++s) {
+    int64_t lo = 0, hi = 0;
+    causal_psa_topk_interval(valid, start, ratio_end[s], &lo, &hi);
+    if (rank >= lo && rank < hi) level = levels[s];
+    start = ratio_end[s];
+  }
+  return level;
+}
+
+// Level of a candidate whose cumulative mass fraction (through its rank) is e in energybound
+// mode: the first slot with previous end < e <= end, else 0.
+PSA_HD int causal_psa_energy_level(double e, const double* ratio_end) {
+  const int levels[5] = {1, 2, 4, 8, 0};
+  double lower = 0.0;
+  for (int s = 0; s < 5; ++s) {
+    if (lower < e && e <= ratio_end[s]) return levels[s];
+    lower = ratio_end[s];
+  }
+  return 0;
+}
+
 // Forced and capped level of pair (I, J) after the slot rule gave `level` (J <= I assumed
 // visible; J > I is 0). text_block: causal_psa_text_block. cap: the key block's cap.
 PSA_HD int causal_psa_final_level(int level, int64_t i, int64_t j, int64_t text_block, int cap) {
