@@ -63,7 +63,6 @@ __global__ void __launch_bounds__(kMaxThreads) causal_psa_scores_kernel(ScorePar
   float* lg = kt + per * p.gstride;  // [per * per]
   float* rmax = lg + ents;           // [per]
   float* rsum = rmax + per;          // [per]
-  __shared__ float acc;
 
   const int64_t I = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = b * p.heads_q + h;
@@ -112,7 +111,6 @@ __global__ void __launch_bounds__(kMaxThreads) causal_psa_scores_kernel(ScorePar
       } else if (tid == 0) {
         float a = 0.0f;
         for (int64_t x = 0; x < ents; ++x) a = __fadd_rn(a, lg[x]);
-        acc = a;
         out[J] = a;
       }
     }
