@@ -188,6 +188,51 @@ TEST(CausalPsaMask, TopkAndEnergyboundEqualBruteForce) {
   for (int l : {0, 1, 2, 4, 8}) EXPECT_GT(nonzero_levels[l], 0) << "level " << l;
 }
 
+// Hand-worked rows with exact (dyadic) masses: the crossing block goes to the next level,
+// an all-zero row takes no slot, topk truncates valid * end.
+TEST(CausalPsaMask, HandWorkedRows) {
+  const int64_t nb = 6;
+  std::vector<float> scores(static_cast<size_t>(nb * nb), 0.0f);
+  const float row5[6] = {0.0625f, 0.5f, 0.25f, 0.125f, 0.0625f, 0.0f};
+  for (int j = 0; j < 6; ++j) scores[static_cast<size_t>(5 * nb + j)] = row5[j];
+  // Row 4 stays all zero.
+  const std::vector<int8_t> cap(nb, 8);
+  std::vector<float> row(nb);
+  std::vector<int32_t> order(nb);
+  std::vector<int8_t> lv(static_cast<size_t>(nb * nb));
+  const double e[5] = {0.5, 0.75, 0.875, 0.875, 1.0};
+  psa::causal_psa_levels_cpu(scores.data(), nb, PSA_MASK_MODE_ENERGYBOUND, e, nb, cap.data(),
+                             row.data(), order.data(), lv.data());
+  // E by rank: .5 (j1) -> 1, .75 (j2) -> 2, .875 (j3) -> 4, .9375 (j0) and 1 (j4, j5) -> 0;
+  // then column 0 and the diagonal -> 1.
+  EXPECT_EQ(std::vector<int8_t>(lv.begin() + 5 * nb, lv.end()),
+            (std::vector<int8_t>{1, 1, 2, 4, 0, 1}));
+  EXPECT_EQ(std::vector<int8_t>(lv.begin() + 4 * nb, lv.begin() + 5 * nb),
+            (std::vector<int8_t>{1, 0, 0, 0, 1, 0}));
+  // topk, valid = 6: L1 [0, trunc(6*.5) = 3), L2 [3, 4), L4 [4, 5), L8 [5, 5), L0 [5, 6).
+  psa::causal_psa_levels_cpu(scores.data(), nb, PSA_MASK_MODE_TOPK, e, nb, cap.data(),
+                             row.data(), order.data(), lv.data());
+  // Ranks: j1, j2, j3, j0, j4, j5 -> 1, 1, 1, 2, 4, 0; column 0 and the diagonal -> 1.
+  EXPECT_EQ(std::vector<int8_t>(lv.begin() + 5 * nb, lv.end()),
+            (std::vector<int8_t>{1, 1, 1, 1, 4, 1}));
+  // Row 4 (all ties at 0, valid 5): ranks by index, L1 [0, 2), L2 [2, 3), L4 [3, 4), L0 [4, 5).
+  EXPECT_EQ(std::vector<int8_t>(lv.begin() + 4 * nb, lv.begin() + 5 * nb),
+            (std::vector<int8_t>{1, 1, 2, 4, 1, 0}));
+  // Text: the last block as rows and columns; cap 2 on key block 3.
+  std::vector<int8_t> cap2(cap);
+  cap2[3] = 2;
+  psa::causal_psa_levels_cpu(scores.data(), nb, PSA_MASK_MODE_ENERGYBOUND, e, 5, cap2.data(),
+                             row.data(), order.data(), lv.data());
+  EXPECT_EQ(std::vector<int8_t>(lv.begin() + 5 * nb, lv.end()),
+            (std::vector<int8_t>{1, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(std::vector<int8_t>(lv.begin() + 4 * nb, lv.begin() + 5 * nb),
+            (std::vector<int8_t>{1, 0, 0, 0, 1, 0}));
+  psa::causal_psa_levels_cpu(scores.data(), nb, PSA_MASK_MODE_ENERGYBOUND, e, nb, cap2.data(),
+                             row.data(), order.data(), lv.data());
+  EXPECT_EQ(lv[5 * nb + 3], 2);  // min(4, cap 2)
+  EXPECT_EQ(lv[5 * nb + 2], 2);  // cap 8
+}
+
 // --- forwards through the C API ------------------------------------------------------------
 
 ConfigPtr causal_config(psa_mask_mode mode, const double* ends, int64_t stride, int64_t bs,
