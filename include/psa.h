@@ -184,13 +184,20 @@ typedef enum psa_method {
   PSA_METHOD_PSA = 0,     /* Pyramid Sparse Attention                                 */
   PSA_METHOD_DENSE = 1,   /* plain attention (YAML type: dense)                       */
   PSA_METHOD_RF_V2 = 2,   /* RainFusion2.0 block-sparse                               */
-  PSA_METHOD_ADA_BSA = 3  /* adaptive block-sparse attention (strided CDF estimate)   */
+  PSA_METHOD_ADA_BSA = 3, /* adaptive block-sparse attention (strided CDF estimate)   */
+  PSA_METHOD_PSA_CAUSAL = 4 /* causal PSA for vision-language prefill (YAML type:
+                             * psa_causal): antidiagonal block importance, topk or
+                             * energybound levels, forced text/diagonal/column 0,
+                             * similarity cap, causal pyramid attention. Needs causal = 1,
+                             * block_size.m == block_size.n and len_q == len_k. */
 } psa_method;
 
 /* How mask quotas are read (YAML `mask_mode`). */
 typedef enum psa_mask_mode {
   PSA_MASK_MODE_TOPK = 0,           /* ratio ends are fractions of the key blocks      */
-  PSA_MASK_MODE_THRESHOLDBOUND = 1  /* ratio ends bound the cumulative importance mass */
+  PSA_MASK_MODE_THRESHOLDBOUND = 1, /* ratio ends bound the cumulative importance mass */
+  PSA_MASK_MODE_ENERGYBOUND = 2     /* psa_causal only: level p takes the ranks whose
+                                     * cumulative mass lies in (previous end, end]       */
 } psa_mask_mode;
 
 /* Mask format (YAML `attn_impl`). Both compute the same attention; they differ in which
@@ -270,7 +277,11 @@ typedef enum psa_param {
    * gives exactly the rows of the whole-tensor forward. Nothing else depends on them. */
   PSA_PARAM_HEAD_OFFSET = 38,        /* first query head, >= 0 (0)               [-]         */
   PSA_PARAM_BATCH_OFFSET = 39,       /* first batch item, >= 0 (0)               [-]         */
-  PSA_PARAM_COUNT_ = 40              /* number of ids; not a parameter                      */
+  /* psa_causal: antidiagonal importance stride (divides block_size.m) and query chunk
+   * (a multiple of block_size.m; memory only, the scores do not depend on it). */
+  PSA_PARAM_XATTN_STRIDE = 40,       /* 1..128, divides block_size.m (8)  [xattn_stride]     */
+  PSA_PARAM_XATTN_CHUNK_SIZE = 41,   /* >= 64 (4096)                  [xattn_chunk_size]     */
+  PSA_PARAM_COUNT_ = 42              /* number of ids; not a parameter                      */
 } psa_param;
 
 typedef enum psa_param_type {

@@ -66,6 +66,10 @@ struct Config {
   bool keep_sink = true;
   bool keep_recent = true;
 
+  // psa_causal (spec App. A): antidiagonal stride and query chunk of the importance stage.
+  int64_t xattn_stride = 8;
+  int64_t xattn_chunk_size = 4096;
+
   // Accepted from YAML for compatibility, no effect on the math.
   bool verbose = false;
   bool enable_logging = false;

@@ -11,6 +11,12 @@ namespace psa {
 
 psa_status make_plan(const Config& config, const VideoGeometry& geometry, const Problem& problem,
                      Plan* plan) {
+  // psa_causal scores and masks a prefill (spec App. A): decode steps go to dense attention.
+  PSA_RETURN_IF(config.method == PSA_METHOD_PSA_CAUSAL && problem.len_q != problem.len_k,
+                PSA_ERR_INVALID_SHAPE,
+                "q: seq_len = %lld, k: seq_len = %lld; type psa_causal runs prefill only (equal "
+                "query and key lengths); run decode steps (len_q < len_k) with type dense",
+                static_cast<long long>(problem.len_q), static_cast<long long>(problem.len_k));
   plan->problem = problem;
   plan->block_m = config.block_m;
   plan->block_n = config.block_n;

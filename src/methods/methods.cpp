@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "methods/builders.h"
+#include "methods/causal_psa.h"
 
 namespace psa {
 
@@ -24,6 +25,7 @@ int64_t method_scratch_floats(const Config& config, const Plan& plan) {
   switch (config.method) {
     case PSA_METHOD_RF_V2: return rf_v2_scratch_floats(plan);
     case PSA_METHOD_ADA_BSA: return ada_bsa_scratch_floats(plan);
+    case PSA_METHOD_PSA_CAUSAL: return causal_psa_scratch_floats(plan);
     default: return 0;
   }
 }
@@ -33,11 +35,13 @@ psa_status build_method_levels(const Config& config, const Plan& plan, const flo
   switch (config.method) {
     case PSA_METHOD_RF_V2: return build_rf_v2_levels(config, plan, q, k, scratch, levels);
     case PSA_METHOD_ADA_BSA: return build_ada_bsa_levels(config, plan, q, k, scratch, levels);
+    case PSA_METHOD_PSA_CAUSAL: return build_causal_psa_levels(config, plan, q, k, scratch, levels);
     default:
       return set_error(PSA_ERR_INTERNAL,
                        "build_method_levels: type = %d is not a block-sparse method "
-                       "(rf_v2 = %d, ada_bsa = %d)",
-                       static_cast<int>(config.method), PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA);
+                       "(rf_v2 = %d, ada_bsa = %d, psa_causal = %d)",
+                       static_cast<int>(config.method), PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA,
+                       PSA_METHOD_PSA_CAUSAL);
   }
 }
 

@@ -17,4 +17,10 @@ psa_status build_method_levels(const Config& config, const Plan& plan, const flo
                                const float* k, float* scratch, int8_t* levels);
 int64_t method_scratch_floats(const Config& config, const Plan& plan);
 
+// Methods whose host builder above makes the level map (rf_v2, ada_bsa: levels 0/1 only;
+// psa_causal: pyramid levels 0/1/2/4/8).
+inline bool method_builds_levels(psa_method m) {
+  return m == PSA_METHOD_RF_V2 || m == PSA_METHOD_ADA_BSA || m == PSA_METHOD_PSA_CAUSAL;
+}
+
 }  // namespace psa

@@ -56,7 +56,7 @@ struct Scratch {
 
 Scratch carve(Carver& c, const Config& cfg, const Plan& p) {
   const bool sim = cfg.use_sim_mask;
-  const bool other_method = cfg.method == PSA_METHOD_RF_V2 || cfg.method == PSA_METHOD_ADA_BSA;
+  const bool other_method = method_builds_levels(cfg.method);
   const int64_t d = p.problem.head_dim, lq = p.problem.len_q, lk = p.problem.len_k;
   const int64_t padded = p.k_blocks * p.block_n;
   Scratch s{};
@@ -230,7 +230,7 @@ class CpuBackend final : public Backend {
             t0 = Clock::now();
             dense_attention_cpu(s.q, lq, s.k, s.v, lk, d, plan.scale, cfg.causal, s.out, s.lse);
             c.stage_ms[PSA_STAGE_ATTENTION] += ms_since(t0);
-          } else if (cfg.method == PSA_METHOD_RF_V2 || cfg.method == PSA_METHOD_ADA_BSA) {
+          } else if (method_builds_levels(cfg.method)) {
             t0 = Clock::now();
             PSA_TRY(build_method_levels(cfg, plan, s.q, s.k, s.method, s.levels));
             count_levels(s.levels, mq * nk, &c);

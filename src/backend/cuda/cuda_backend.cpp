@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_device_scope.h"
+#include "backend/cuda/cuda_causal_psa.h"
 #include "backend/cuda/cuda_method_mask.h"
 #include "backend/cuda/cuda_stage_timer.h"
 #include "backend/cuda/cuda_workspace.h"
@@ -111,6 +112,7 @@ class CudaBackend final : public Backend {
                     static_cast<long long>(plan->k_blocks), static_cast<long long>(plan->block_n),
                     static_cast<long long>(max_nk));
       PSA_TRY(check_method_mask_limits(cfg, *plan));
+      PSA_TRY(check_causal_psa_limits(cfg, *plan));
     }
     int64_t score_slots = 0;
     if (cfg.method != PSA_METHOD_DENSE) PSA_TRY(gpu::score_scratch_slots(&score_slots));
@@ -267,7 +269,8 @@ class CudaBackend final : public Backend {
     // the caller's Q in place through q_src (importance and attention) when its rows are
     // 16-byte aligned; otherwise, and for the block methods, Q is gathered here.
     const bool block_method = is_block_method(cfg);
-    const bool q_in_place = !block_method && gpu::attention_rows_aligned(a.q, a.q_stride);
+    const bool causal_psa = cfg.method == PSA_METHOD_PSA_CAUSAL;  // src/methods/causal_psa*
+    const bool q_in_place = !block_method && !causal_psa && gpu::attention_rows_aligned(a.q, a.q_stride);
     const void* q_use = q_in_place ? a.q : ws + w.q;
     const int64_t* q_use_stride = q_in_place ? a.q_stride : contiguous_q;
     const int64_t* q_use_rows = q_in_place ? data->q_src : nullptr;
@@ -280,6 +283,11 @@ class CudaBackend final : public Backend {
       mark(kStageEvPooled);
       mark(kStageEvImportance);
       PSA_TRY(enqueue_method_levels(cfg, plan, ws, w, stream));
+    } else if (causal_psa) {
+      mark(kStageEvRearranged);
+      PSA_TRY(enqueue_causal_psa_levels(cfg, plan, a, data->k_src, ws, w, stream));
+      mark(kStageEvPooled);
+      mark(kStageEvImportance);
     } else {
       mark(kStageEvRearranged);
       // 2. K and V: rearranged copies and their pyramids in one pass over each.

@@ -66,7 +66,7 @@ inline CudaWorkspaceLayout cuda_workspace_layout(const Config& cfg, const Plan& 
       w.score_scratch_bytes = gpu::score_scratch_bytes(static_cast<int64_t>(bq), plan.q_blocks, plan.k_blocks,
                                                        plan.q_samples, plan.k_samples, score_slots);
       if (w.score_scratch_bytes > 0) w.score_scratch = take(w.score_scratch_bytes);
-      if (cfg.use_sim_mask) w.cap = take(bkv * nk);
+      if (cfg.use_sim_mask || cfg.method == PSA_METHOD_PSA_CAUSAL) w.cap = take(bkv * nk);
     }
     if (cfg.method == PSA_METHOD_RF_V2) w.means = take((bq + bkv) * nk * d * 4);
     w.levels = take(bq * mq * nk);
