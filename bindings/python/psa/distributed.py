@@ -270,9 +270,14 @@ class SequenceParallel:
     def gather(self, x: torch.Tensor, dim: int = 1) -> torch.Tensor:
         """The whole sequence from every rank's piece `x` (all_gather), in the caller's order
         (the inverse of :meth:`shard`)."""
-        bounds = (self.bounds() if self.seq_len is not None
-                  else self._bounds_no_grid(x.shape[dim]))
-        full = _gather_pieces(x, dim, [b - a for a, b in bounds], self.group)
+        lengths = [b - a for a, b in (self.bounds() if self.seq_len is not None
+                                      else self._bounds_no_grid(x.shape[dim]))]
+        if torch.compiler.is_compiling():  # one custom op node (psa::sp_gather)
+            from . import _distributed_ops
+
+            full = _distributed_ops.gather_pieces(self, x, dim, lengths)
+        else:
+            full = _gather_pieces(x, dim, lengths, self.group)
         if self.order is None:
             return full
         out = torch.empty_like(full)
@@ -356,6 +361,11 @@ class SequenceParallel:
         larger tensor (CFG parallelism: the uncond rank passes its batch offset)."""
         if layout not in ("blhd", "bhld"):
             raise ValueError("layout = %r: expected 'blhd' or 'bhld'" % (layout,))
+        if torch.compiler.is_compiling():  # one custom op node (psa::sp_attention)
+            from . import _distributed_ops
+
+            return _distributed_ops.attention(self, q, k, v, layout, step, head_offset,
+                                              batch_offset)
         if layout == "bhld":
             q, k, v = (x.transpose(1, 2) for x in (q, k, v))
         key = (tuple(q.shape), tuple(k.shape), str(q.dtype), q.device.type, step,
