@@ -50,12 +50,16 @@ first run). How steps are counted (``step_source``):
 :func:`stats` reports each transformer's step, grid and dense/sparse call counts (the call
 counts cover eager forwards only: a compiled transformer does not update them).
 
-Sequence parallelism (Wan): ``enable_psa(..., parallel={"ulysses_degree": 2,
-"ring_degree": 2})`` or :func:`psa.distributed.enable_sequence_parallel` shard the tokens
-after the patch embedding (RoPE tables, hidden states, a per-token timestep) in the preset's
-token order, run the blocks on each rank's share with self-attention through
+Sequence parallelism: ``enable_psa(..., parallel={"ulysses_degree": 2, "ring_degree": 2})``
+or :func:`psa.distributed.enable_sequence_parallel` shard the tokens after the patch
+embedding (Wan: RoPE tables, hidden states, a per-token timestep; CogVideoX: the joint text +
+video sequence, split back into the rank's text and video tokens, and the RoPE tables) in
+the preset's token order, run the blocks on each rank's share with self-attention through
 :class:`psa.distributed.SequenceParallel`, and gather the output of ``proj_out`` before
-unpatchify: every rank returns the single-process output.
+unpatchify: every rank returns the single-process output. Under torch.compile the parallel
+attention and the gathers are custom ops (``psa::sp_attention``, ``psa::sp_gather``): run
+one eager forward per latent grid first (it builds the grid's SequenceParallel, which
+creates process groups).
 
 Supported versions: diffusers 0.42 (tested with 0.42.1, torch 2.15.0); the processors
 mirror that version's ``WanAttnProcessor`` and ``CogVideoXAttnProcessor2_0``, and
@@ -583,13 +587,13 @@ def _install_cogvideox_parallel_hooks(state: _State, transformer: Any) -> None:
         video = values[0].index_select(1, video_index)
         text = values[1].index_select(1, text_index)
         kwargs = dict(kwargs)
-        args = list(args)
+        positional = list(args)
         for i, (n, x) in enumerate(zip(names, (video, text))):
             if n in kwargs:
                 kwargs[n] = x
             else:
-                args[i] = x
-        return tuple(args), kwargs
+                positional[i] = x
+        return tuple(positional), kwargs
 
     def proj_out(module: Any, args: Tuple[Any, ...], output: Any) -> Any:
         if state.cog_layout is None:
@@ -673,7 +677,8 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
     overrides: parameters set on the preset (``warmup_steps=0``, or
         ``**{"mask_ratios.1": 0.3}`` for dotted names).
     step_source: "auto", "scheduler", "timestep" or "manual" (see the module doc).
-    parallel: runs the transformer sequence-parallel over torch.distributed (Wan only):
+    parallel: runs the transformer sequence-parallel over torch.distributed (Wan and
+        CogVideoX):
         a dict of :class:`psa.distributed.SequenceParallel` arguments (``ulysses_degree``,
         ``ring_degree``, ``group``, ``ring_impl``, ``timeout``); every rank of the group
         calls enable_psa and the transformer with the same inputs and gets the whole

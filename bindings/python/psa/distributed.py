@@ -538,13 +538,15 @@ def enable_sequence_parallel(target: Any, ulysses_degree: Optional[int] = None,
                              preset: Optional[str] = None, group: Any = None,
                              ring_impl: str = "allgather", timeout: float = 60.0,
                              step_source: str = "auto", **overrides: Any) -> None:
-    """One call for a diffusers Wan pipeline or WanTransformer3DModel: PSA self-attention
+    """One call for a diffusers Wan or CogVideoX pipeline (or WanTransformer3DModel /
+    CogVideoXTransformer3DModel): PSA self-attention
     (:func:`psa.diffusers.enable_psa` with `model`, `preset`, `step_source`, `overrides`)
     run sequence-parallel over `group` with ``ulysses_degree x ring_degree`` ranks.
 
     Every rank calls it (after ``init_process_group``), then runs the same pipeline with the
     same inputs (same seed); the transformer shards its tokens after the patch embedding
-    (the RoPE tables and a per-token timestep alike, in the preset's token order), runs its
+    (the RoPE tables and a per-token timestep alike, in the preset's token order; CogVideoX:
+    the joint text + video sequence, each rank's text and video tokens), runs its
     blocks, output norm and projection on this rank's share, and gathers the tokens before
     unpatchify, so every rank returns the whole output: the single-process PSA output.
     ``psa.diffusers.disable_psa`` undoes it."""
