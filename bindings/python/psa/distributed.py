@@ -37,6 +37,12 @@ float32 log-sum-exps (:func:`psa.merge_attention`).
 Agreement: the first forward of each shape checks collectively (all_gather with a timeout)
 that every rank has the same config, grid, degrees and shapes; a mismatch, or a rank that
 does not arrive, raises on every rank that arrived instead of hanging.
+
+torch.compile: traced, :meth:`SequenceParallel.attention` and :meth:`SequenceParallel.gather`
+are one custom op each (``psa::sp_attention``, ``psa::sp_gather``; the SequenceParallel is a
+constant handle of the graph), so ``torch.compile(fullgraph=True)`` needs no graph break for
+them. Construct the SequenceParallel outside the compiled code (it creates process groups)
+and give it a grid (without one, the ranks' lengths are gathered by a collective: eager).
 """
 
 from __future__ import annotations
