@@ -98,8 +98,11 @@ def main():
         psa.diffusers.disable_psa(model)
         psd.enable_sequence_parallel(model, ulysses_degree=args.ulysses, ring_degree=args.ring,
                                      **common)              # every rank
+        out = model(**kw, return_dict=False)[0]             # warm: plans, agreement check
+        # compiled after one eager forward: that forward builds the latent grid's
+        # SequenceParallel (process groups); traced, attention and gathers are custom ops
         run = torch.compile(model, fullgraph=True) if args.compile else model
-        out = run(**kw, return_dict=False)[0]               # warm: plans, agreement, compile
+        out = run(**kw, return_dict=False)[0]               # warm: compile
         if cuda:
             torch.cuda.synchronize()
         dist.barrier()
