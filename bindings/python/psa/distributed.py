@@ -37,6 +37,12 @@ float32 log-sum-exps (:func:`psa.merge_attention`).
 Agreement: the first forward of each shape checks collectively (all_gather with a timeout)
 that every rank has the same config, grid, degrees and shapes; a mismatch, or a rank that
 does not arrive, raises on every rank that arrived instead of hanging.
+
+torch.compile: traced, :meth:`SequenceParallel.attention` and :meth:`SequenceParallel.gather`
+are one custom op each (``psa::sp_attention``, ``psa::sp_gather``; the SequenceParallel is a
+constant handle of the graph), so ``torch.compile(fullgraph=True)`` needs no graph break for
+them. Construct the SequenceParallel outside the compiled code (it creates process groups)
+and give it a grid (without one, the ranks' lengths are gathered by a collective: eager).
 """
 
 from __future__ import annotations
@@ -270,9 +276,14 @@ class SequenceParallel:
     def gather(self, x: torch.Tensor, dim: int = 1) -> torch.Tensor:
         """The whole sequence from every rank's piece `x` (all_gather), in the caller's order
         (the inverse of :meth:`shard`)."""
-        bounds = (self.bounds() if self.seq_len is not None
-                  else self._bounds_no_grid(x.shape[dim]))
-        full = _gather_pieces(x, dim, [b - a for a, b in bounds], self.group)
+        lengths = [b - a for a, b in (self.bounds() if self.seq_len is not None
+                                      else self._bounds_no_grid(x.shape[dim]))]
+        if torch.compiler.is_compiling():  # one custom op node (psa::sp_gather)
+            from . import _distributed_ops
+
+            full = _distributed_ops.gather_pieces(self, x, dim, lengths)
+        else:
+            full = _gather_pieces(x, dim, lengths, self.group)
         if self.order is None:
             return full
         out = torch.empty_like(full)
@@ -356,6 +367,11 @@ class SequenceParallel:
         larger tensor (CFG parallelism: the uncond rank passes its batch offset)."""
         if layout not in ("blhd", "bhld"):
             raise ValueError("layout = %r: expected 'blhd' or 'bhld'" % (layout,))
+        if torch.compiler.is_compiling():  # one custom op node (psa::sp_attention)
+            from . import _distributed_ops
+
+            return _distributed_ops.attention(self, q, k, v, layout, step, head_offset,
+                                              batch_offset)
         if layout == "bhld":
             q, k, v = (x.transpose(1, 2) for x in (q, k, v))
         key = (tuple(q.shape), tuple(k.shape), str(q.dtype), q.device.type, step,
@@ -528,13 +544,15 @@ def enable_sequence_parallel(target: Any, ulysses_degree: Optional[int] = None,
                              preset: Optional[str] = None, group: Any = None,
                              ring_impl: str = "allgather", timeout: float = 60.0,
                              step_source: str = "auto", **overrides: Any) -> None:
-    """One call for a diffusers Wan pipeline or WanTransformer3DModel: PSA self-attention
+    """One call for a diffusers Wan or CogVideoX pipeline (or WanTransformer3DModel /
+    CogVideoXTransformer3DModel): PSA self-attention
     (:func:`psa.diffusers.enable_psa` with `model`, `preset`, `step_source`, `overrides`)
     run sequence-parallel over `group` with ``ulysses_degree x ring_degree`` ranks.
 
     Every rank calls it (after ``init_process_group``), then runs the same pipeline with the
     same inputs (same seed); the transformer shards its tokens after the patch embedding
-    (the RoPE tables and a per-token timestep alike, in the preset's token order), runs its
+    (the RoPE tables and a per-token timestep alike, in the preset's token order; CogVideoX:
+    the joint text + video sequence, each rank's text and video tokens), runs its
     blocks, output norm and projection on this rank's share, and gathers the tokens before
     unpatchify, so every rank returns the whole output: the single-process PSA output.
     ``psa.diffusers.disable_psa`` undoes it."""
