@@ -34,6 +34,8 @@ def main():
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--ring-impl", choices=("auto", "p2p", "allgather"), default="auto",
+                    help="ring: K/V shards passed (p2p) or K/V all-gathered (allgather)")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--no-check", action="store_true", help="skip the single-process reference")
     ap.add_argument("--compile", action="store_true",
@@ -56,6 +58,7 @@ def main():
     q, k, v = (torch.randn(1, L, args.heads, args.head_dim, generator=gen).to(device, dtype)
                for _ in range(3))
     sp = psd.SequenceParallel(grid=grid, ulysses_degree=args.ulysses, ring_degree=args.ring,
+                              ring_impl=args.ring_impl,
                               **text, **model)
     ql, kl, vl = (sp.shard(x, dim=1) for x in (q, k, v))
 

@@ -53,15 +53,18 @@ CALLS = []  # per libpsa forward: counts of block pairs per level (LEVELS order)
 
 
 def record_levels():
-    original = psa.capi.psa_attention_forward
+    """Counts the levels of every forward: psa_attention_forward, and the level map of the
+    PSA p2p ring (psa_compute_level_map, which counts as the forward of its context)."""
+    def recording(original):
+        def forward(handle, *args):
+            result = original(handle, *args)
+            levels = np.asarray(level_map(handle)).ravel()
+            CALLS.append([int((levels == lv).sum()) for lv in LEVELS])
+            return result
+        return forward
 
-    def forward(handle, *args):
-        result = original(handle, *args)
-        levels = np.asarray(level_map(handle)).ravel()
-        CALLS.append([int((levels == lv).sum()) for lv in LEVELS])
-        return result
-
-    psa.capi.psa_attention_forward = forward
+    psa.capi.psa_attention_forward = recording(psa.capi.psa_attention_forward)
+    psa.capi.psa_compute_level_map = recording(psa.capi.psa_compute_level_map)
 
 
 def build(dtype, i2v):

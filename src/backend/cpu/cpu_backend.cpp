@@ -317,4 +317,9 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
+int8_t* cpu_kept_levels(const Plan& plan) {
+  auto* kept = dynamic_cast<CpuPlanData*>(plan.backend_data.get());
+  return kept != nullptr ? kept->levels.get() : nullptr;
+}
+
 }  // namespace psa

@@ -527,6 +527,57 @@ extern "C" {
         stream: *mut ::std::os::raw::c_void,
     ) -> psa_status;
 }
+extern "C" {
+    pub fn psa_level_map_workspace_size(
+        context: *mut psa_context,
+        q: *const psa_tensor_desc,
+        k: *const psa_tensor_desc,
+        bytes: *mut u64,
+    ) -> psa_status;
+}
+extern "C" {
+    pub fn psa_compute_level_map(
+        context: *mut psa_context,
+        q_desc: *const psa_tensor_desc,
+        q: *const ::std::os::raw::c_void,
+        k_desc: *const psa_tensor_desc,
+        k: *const ::std::os::raw::c_void,
+        levels: *mut i8,
+        workspace: *mut ::std::os::raw::c_void,
+        workspace_bytes: u64,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> psa_status;
+}
+extern "C" {
+    pub fn psa_shard_attention_workspace_size(
+        context: *mut psa_context,
+        q: *const psa_tensor_desc,
+        k: *const psa_tensor_desc,
+        v: *const psa_tensor_desc,
+        out: *const psa_tensor_desc,
+        bytes: *mut u64,
+    ) -> psa_status;
+}
+extern "C" {
+    pub fn psa_shard_attention(
+        context: *mut psa_context,
+        q_desc: *const psa_tensor_desc,
+        q: *const ::std::os::raw::c_void,
+        k_desc: *const psa_tensor_desc,
+        k: *const ::std::os::raw::c_void,
+        v_desc: *const psa_tensor_desc,
+        v: *const ::std::os::raw::c_void,
+        levels: *const i8,
+        map_key_blocks: i64,
+        key_block_begin: i64,
+        out_desc: *const psa_tensor_desc,
+        out: *mut ::std::os::raw::c_void,
+        lse: *mut f32,
+        workspace: *mut ::std::os::raw::c_void,
+        workspace_bytes: u64,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> psa_status;
+}
 pub const PSA_STAT_LEVEL_1: _bindgen_ty_1 = 0;
 pub const PSA_STAT_LEVEL_2: _bindgen_ty_1 = 1;
 pub const PSA_STAT_LEVEL_4: _bindgen_ty_1 = 2;
