@@ -274,6 +274,8 @@ psa_config* pyramid_config(const char* model) {
   PK(psa_config_set_int(cfg, PSA_PARAM_BLOCK_M, 128));
   PK(psa_config_set_int(cfg, PSA_PARAM_BLOCK_N, 64));
   PK(psa_config_set_int(cfg, PSA_PARAM_TILE_N, 32));
+  PK(psa_config_set_int(cfg, PSA_PARAM_MASK_FORMAT, PSA_MASK_FORMAT_SEGMENTS));
+  PK(psa_config_set_int(cfg, PSA_PARAM_USE_SIM_MASK, 0));
   PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L1, 0.10));
   PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L2, 0.15));
   PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L4, 0.15));
@@ -384,6 +386,8 @@ void bench_shape(const Opts& o, const Shape& s) {
     PK(psa_config_set_int(cfg1, PSA_PARAM_BLOCK_M, 128));
     PK(psa_config_set_int(cfg1, PSA_PARAM_BLOCK_N, 64));
     PK(psa_config_set_int(cfg1, PSA_PARAM_TILE_N, 32));
+    PK(psa_config_set_int(cfg1, PSA_PARAM_MASK_FORMAT, PSA_MASK_FORMAT_SEGMENTS));
+    PK(psa_config_set_int(cfg1, PSA_PARAM_USE_SIM_MASK, 0));
     PK(psa_config_validate(cfg1));
     ctx = make_ctx(cfg1, b);
     Result r1;

@@ -48,7 +48,7 @@ void load_head(const void* base, psa_dtype dt, const int64_t* stride, int64_t b,
 }
 
 struct MapScratch {
-  float *q, *k, *kpad, *scores;
+  float *q, *k, *kpad, *scores, *ties;
   int8_t *cap;
   int32_t *q_off, *k_off, *shuffle, *order;
 };
@@ -60,6 +60,7 @@ MapScratch carve_map(Carver& c, const Config& cfg, const Plan& p) {
   s.k = c.take<float>(p.problem.len_k * d);
   s.kpad = cfg.use_sim_mask ? c.take<float>(p.k_blocks * p.block_n * d) : nullptr;
   s.scores = c.take<float>(p.q_blocks * p.k_blocks);
+  s.ties = c.take<float>(p.q_blocks * p.k_blocks);  // tie masses (importance_spec.h)
   s.cap = c.take<int8_t>(p.k_blocks);
   s.q_off = c.take<int32_t>(p.q_samples);
   s.k_off = c.take<int32_t>(p.k_samples);
@@ -165,16 +166,19 @@ void level_map_cpu(const Config& cfg, const Plan& plan, const RingTensors& t, bo
                          kSampleKey, static_cast<int32_t>(plan.block_n),
                          static_cast<int32_t>(plan.k_samples), s.shuffle, s.k_off);
         }
+        float* const ties = tie_mass_ranking_enabled() ? s.ties : nullptr;
         importance_cpu(s.q, lq, s.k, lk, d, plan.block_m, plan.block_n, s.q_off,
                        static_cast<int32_t>(plan.q_samples), s.k_off,
-                       static_cast<int32_t>(plan.k_samples), plan.scale, s.scores);
+                       static_cast<int32_t>(plan.k_samples), plan.scale, s.scores, ties);
         int8_t* map = levels + (b * pb.heads_q + h) * mq * nk;
         for (int64_t i = 0; i < mq; ++i) {
           int8_t* row = map + i * nk;
           const int64_t n =
               cfg.causal ? causal_visible_blocks(i, plan.block_m, plan.block_n, lq, lk) : nk;
           std::fill(row, row + nk, int8_t{0});
-          if (n > 0) build_mask_row(s.scores + i * nk, n, row_params, row, s.order, nullptr);
+          if (n > 0)
+            build_mask_row(s.scores + i * nk, n, row_params, row, s.order, nullptr,
+                           ties != nullptr ? ties + i * nk : nullptr);
         }
         postprocess_levels(map, mq, nk, post);
         count_levels(map, mq * nk, &c);
