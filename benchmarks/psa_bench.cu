@@ -258,6 +258,28 @@ psa_config* topk_config(const char* model, double density, int64_t divisor) {
   return cfg;
 }
 
+// The reference implementation's default pyramid (see bench_shape), on the model's
+// rearrangement and text rule.
+psa_config* pyramid_config(const char* model) {
+  psa_config* cfg = nullptr;
+  PK(psa_config_load_embedded(model, "psa_balanced", &cfg));
+  PK(psa_config_set_int(cfg, PSA_PARAM_MASK_MODE, PSA_MASK_MODE_TOPK));
+  PK(psa_config_set_int(cfg, PSA_PARAM_BLOCK_M, 128));
+  PK(psa_config_set_int(cfg, PSA_PARAM_BLOCK_N, 64));
+  PK(psa_config_set_int(cfg, PSA_PARAM_TILE_N, 32));
+  PK(psa_config_set_int(cfg, PSA_PARAM_MASK_FORMAT, PSA_MASK_FORMAT_SEGMENTS));
+  PK(psa_config_set_int(cfg, PSA_PARAM_USE_SIM_MASK, 0));
+  PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L1, 0.10));
+  PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L2, 0.15));
+  PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L4, 0.15));
+  PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L8, 0.35));
+  PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L0, 1.0));
+  PK(psa_config_set_int(cfg, PSA_PARAM_SAMPLE_DIVISOR, 4));
+  PK(psa_config_set_int(cfg, PSA_PARAM_WARMUP_STEPS, 0));
+  PK(psa_config_validate(cfg));
+  return cfg;
+}
+
 void bench_shape(const Opts& o, const Shape& s) {
   Bufs b;
   b.s = &s;
@@ -335,6 +357,42 @@ void bench_shape(const Opts& o, const Shape& s) {
     psa_config_destroy(cfg);
   }
   psa_catalog_destroy(cat);
+
+  // The pyramid configuration of the reference implementation's defaults (topk, block_m 128,
+  // block_n 64, tile_n 32, ratio ends 1: 0.10, 2: 0.15, 4: 0.15, 8: 0.35, 0: 1 -- 10% of the key
+  // blocks at full resolution, 5% pooled by 2, 20% pooled by 8: density 0.15), then every kept
+  // block at level 1 at the density that configuration measured: the two attention stages do
+  // the same work, so their ratio is the cost of pooled tiles.
+  {
+    psa_config* cfg = pyramid_config(s.model);
+    psa_context* ctx = make_ctx(cfg, b);
+    Result r;
+    r.shape = s.key;
+    r.config = "pyramid:ref-default";
+    r.kind = "pyramid";
+    run_config(o, b, ctx, r, nullptr);
+    print_row(r);
+    g_results.push_back(r);
+    psa_context_destroy(ctx);
+    psa_config_destroy(cfg);
+    psa_config* cfg1 = topk_config(s.model, r.density, 4);
+    PK(psa_config_set_int(cfg1, PSA_PARAM_BLOCK_M, 128));
+    PK(psa_config_set_int(cfg1, PSA_PARAM_BLOCK_N, 64));
+    PK(psa_config_set_int(cfg1, PSA_PARAM_TILE_N, 32));
+    PK(psa_config_set_int(cfg1, PSA_PARAM_MASK_FORMAT, PSA_MASK_FORMAT_SEGMENTS));
+    PK(psa_config_set_int(cfg1, PSA_PARAM_USE_SIM_MASK, 0));
+    PK(psa_config_validate(cfg1));
+    ctx = make_ctx(cfg1, b);
+    Result r1;
+    r1.shape = s.key;
+    r1.config = "level1:pyramid-density";
+    r1.kind = "pyramid-level1";
+    run_config(o, b, ctx, r1, nullptr);
+    print_row(r1);
+    g_results.push_back(r1);
+    psa_context_destroy(ctx);
+    psa_config_destroy(cfg1);
+  }
 
   // topk quotas, all level 1; sampling study (divisors 8, 16) at density 0.15.
   const double dens[] = {0.05, 0.10, 0.15, 0.25, 0.5};

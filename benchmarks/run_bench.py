@@ -85,6 +85,24 @@ def targets(bench, cudnn, shapes):
             if r["shape"] == key and r["config"] == cfg:
                 return r
         return None
+    # Hopper targets of the pyramid configuration (reference defaults, density 0.15).
+    for key in shapes:
+        c = cudnn[key]
+        d = get(key, "dense")
+        pyr, lv1 = get(key, "pyramid:ref-default"), get(key, "level1:pyramid-density")
+        if d:
+            need = 0.95 if SHAPES[key][1] == 64 else 0.97
+            out.append(f"| {key} | dense d{SHAPES[key][1]} >= {100 * need:.0f}% of cuDNN | {100 * c['ms'] / d['ms']:.1f}% | {'MET' if c['ms'] / d['ms'] >= need else 'gap'} |")
+        if pyr:
+            need = {"wan14": 5.0, "wan13": 4.5}.get(key, 4.0)
+            sp = c["ms"] / pyr["ms"]
+            out.append(f"| {key} | pyramid whole forward >= {need}x cuDNN | {sp:.2f}x (density {pyr['density']:.3f}) | {'MET' if sp >= need else 'gap'} |")
+            pct = 100 * pyr["pre_attention_ms"] / c["ms"]
+            out.append(f"| {key} | pyramid pre-attention <= 4% of cuDNN | {pyr['pre_attention_ms']:.3f} ms = {pct:.1f}% | {'MET' if pct <= 4 else 'gap'} |")
+        if pyr and lv1:
+            a, b = pyr["stage_ms"]["attention_and_inverse"], lv1["stage_ms"]["attention_and_inverse"]
+            out.append(f"| {key} | pyramid tiles within 5% of level-1 tiles (attention stage, density {pyr['density']:.3f} vs {lv1['density']:.3f}) | {a:.3f} / {b:.3f} ms = {100 * (a / b - 1):+.1f}% | {'MET' if a <= 1.05 * b else 'gap'} |")
+    # Earlier targets (level-1 topk quotas).
     for key in shapes:
         c = cudnn[key]
         d = get(key, "dense")

@@ -59,6 +59,7 @@ const char* method_name(psa_method m) {
     case PSA_METHOD_DENSE: return "dense";
     case PSA_METHOD_RF_V2: return "rf_v2";
     case PSA_METHOD_ADA_BSA: return "ada_bsa";
+    case PSA_METHOD_PSA_CAUSAL: return "psa_causal";
   }
   return "unknown";
 }
@@ -67,6 +68,7 @@ const char* mask_mode_name(psa_mask_mode m) {
   switch (m) {
     case PSA_MASK_MODE_TOPK: return "topk";
     case PSA_MASK_MODE_THRESHOLDBOUND: return "thresholdbound";
+    case PSA_MASK_MODE_ENERGYBOUND: return "energybound";
   }
   return "unknown";
 }

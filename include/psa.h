@@ -184,13 +184,20 @@ typedef enum psa_method {
   PSA_METHOD_PSA = 0,     /* Pyramid Sparse Attention                                 */
   PSA_METHOD_DENSE = 1,   /* plain attention (YAML type: dense)                       */
   PSA_METHOD_RF_V2 = 2,   /* RainFusion2.0 block-sparse                               */
-  PSA_METHOD_ADA_BSA = 3  /* adaptive block-sparse attention (strided CDF estimate)   */
+  PSA_METHOD_ADA_BSA = 3, /* adaptive block-sparse attention (strided CDF estimate)   */
+  PSA_METHOD_PSA_CAUSAL = 4 /* causal PSA for vision-language prefill (YAML type:
+                             * psa_causal): antidiagonal block importance, topk or
+                             * energybound levels, forced text/diagonal/column 0,
+                             * similarity cap, causal pyramid attention. Needs causal = 1,
+                             * block_size.m == block_size.n and len_q == len_k. */
 } psa_method;
 
 /* How mask quotas are read (YAML `mask_mode`). */
 typedef enum psa_mask_mode {
   PSA_MASK_MODE_TOPK = 0,           /* ratio ends are fractions of the key blocks      */
-  PSA_MASK_MODE_THRESHOLDBOUND = 1  /* ratio ends bound the cumulative importance mass */
+  PSA_MASK_MODE_THRESHOLDBOUND = 1, /* ratio ends bound the cumulative importance mass */
+  PSA_MASK_MODE_ENERGYBOUND = 2     /* psa_causal only: level p takes the ranks whose
+                                     * cumulative mass lies in (previous end, end]       */
 } psa_mask_mode;
 
 /* Mask format (YAML `attn_impl`). Both compute the same attention; they differ in which
@@ -270,7 +277,11 @@ typedef enum psa_param {
    * gives exactly the rows of the whole-tensor forward. Nothing else depends on them. */
   PSA_PARAM_HEAD_OFFSET = 38,        /* first query head, >= 0 (0)               [-]         */
   PSA_PARAM_BATCH_OFFSET = 39,       /* first batch item, >= 0 (0)               [-]         */
-  PSA_PARAM_COUNT_ = 40              /* number of ids; not a parameter                      */
+  /* psa_causal: antidiagonal importance stride (divides block_size.m) and query chunk
+   * (a multiple of block_size.m; memory only, the scores do not depend on it). */
+  PSA_PARAM_XATTN_STRIDE = 40,       /* 1..128, divides block_size.m (8)  [xattn_stride]     */
+  PSA_PARAM_XATTN_CHUNK_SIZE = 41,   /* >= 64 (4096)                  [xattn_chunk_size]     */
+  PSA_PARAM_COUNT_ = 42              /* number of ids; not a parameter                      */
 } psa_param;
 
 typedef enum psa_param_type {
@@ -624,6 +635,72 @@ PSA_API psa_status psa_merge_attention(int32_t count, const psa_tensor_desc* des
                                        const void* const* outs, const float* const* lses,
                                        void* out, float* lse, psa_backend backend,
                                        void* stream);
+
+/* The PSA ring, half 1: the level map of the query blocks of `q` against every key block of
+ * `k`, exactly as psa_attention_forward(q, k, ...) would build it (importance against all key
+ * blocks, the same ranking, levels, text rules and similarity cap), written to `levels`
+ * [B, Hq, Mq, Nk] int8 contiguous (Mq = ceil(Lq / block_size.m), Nk = ceil(Lk / block_size.n);
+ * entries 0 = skip, 1, 2, 4, 8). A ring rank passes its query shard and the whole K of the
+ * sequence; no V is needed. It counts as one forward of the context: it takes the step, its
+ * warm-up (a dense step writes every level 1, which half 2 turns into dense attention) and
+ * the statistics (psa_context_get_stats, psa_context_get_level_map).
+ * Memory: the whole K is the one tensor besides the query shard (the importance stage reads
+ * only block_size.n / sample_divisor sampled keys per block, but the similarity cap compares
+ * every token of adjacent key blocks, so the map takes whole K and, unlike the all-gather
+ * ring, never V: L * Hkv * D elements per rank instead of 2 * L * Hkv * D).
+ * Inputs must be in the computing order: a context whose plan would rearrange tokens
+ * (use_rearrange = 1 with a grid) gives PSA_ERR_INVALID_STATE; permute once with
+ * psa_context_sequence_order and set use_rearrange = 0 with the same grid. With a grid, k
+ * has the grid's length; q may be a shard of it (text_rows_dense then gives
+ * PSA_ERR_UNSUPPORTED: dense text rows are positions of the whole sequence).
+ * Supported: type psa, causal = 0 (causal = 1 and the other types give
+ * PSA_ERR_UNSUPPORTED), the CPU backend (the CUDA backend gives PSA_ERR_UNSUPPORTED in this
+ * release).
+ * [in] q_desc, q; k_desc, k: as psa_attention_forward's q and k.
+ * [out] levels: B * Hq * Mq * Nk bytes in q's memory space; must not overlap q, k or the
+ *      workspace.
+ * [in] workspace, workspace_bytes: at least psa_level_map_workspace_size() bytes.
+ * [in,opt] stream: cudaStream_t for CUDA; the CPU backend runs synchronously. */
+PSA_API psa_status psa_level_map_workspace_size(psa_context* context, const psa_tensor_desc* q,
+                                                const psa_tensor_desc* k, uint64_t* bytes);
+PSA_API psa_status psa_compute_level_map(psa_context* context, const psa_tensor_desc* q_desc,
+                                         const void* q, const psa_tensor_desc* k_desc,
+                                         const void* k, int8_t* levels, void* workspace,
+                                         uint64_t workspace_bytes, void* stream);
+
+/* The PSA ring, half 2: the attention stage of `q` against one K/V shard at the levels of a
+ * map from psa_compute_level_map. The shard holds key blocks [key_block_begin,
+ * key_block_begin + nk) of the map, nk = ceil(Lk_shard / block_size.n); its pyramids
+ * (pooled by 2, 4, 8) are built from the shard's own K and V, so a shard must start at a
+ * key block boundary and only the map's last shard may end in a partial block. Writes the
+ * shard's partial output and its fp32 log-sum-exp; merging the partial results of all
+ * shards with psa_merge_attention gives psa_attention_forward's output (the same blocks,
+ * levels and softmax; fp32 rounding aside). A query row that sees no key of the shard gets
+ * out = 0 and lse = -inf. No rearrangement happens here: q, k, v are in the computing order
+ * (permute with psa_context_sequence_order). The context's grid, text rules and similarity
+ * cap are not used (they are in the map); its block sizes, scale, type (psa) and causal
+ * (must be 0) are checked as for half 1. Does not count as a forward.
+ * [in] q_desc, q: [B, Hq, Lq, D], the queries the map was built for.
+ * [in] k_desc, k; v_desc, v: [B, Hkv, Lk_shard, D], the shard.
+ * [in] levels: [B, Hq, Mq, map_key_blocks] int8 contiguous (the map of half 1).
+ * [in] map_key_blocks: Nk of the map (its row stride); key_block_begin: the shard's first
+ *      key block. PSA_ERR_INVALID_ARGUMENT when the shard's blocks leave the map.
+ * [out] out: [B, Hq, Lq, D], dtype of q; lse: fp32 [B, Hq, Lq] contiguous (required).
+ * [in] workspace, workspace_bytes: at least psa_shard_attention_workspace_size() bytes.
+ * [in,opt] stream: cudaStream_t for CUDA; the CPU backend runs synchronously. */
+PSA_API psa_status psa_shard_attention_workspace_size(psa_context* context,
+                                                      const psa_tensor_desc* q,
+                                                      const psa_tensor_desc* k,
+                                                      const psa_tensor_desc* v,
+                                                      const psa_tensor_desc* out,
+                                                      uint64_t* bytes);
+PSA_API psa_status psa_shard_attention(psa_context* context, const psa_tensor_desc* q_desc,
+                                       const void* q, const psa_tensor_desc* k_desc,
+                                       const void* k, const psa_tensor_desc* v_desc,
+                                       const void* v, const int8_t* levels,
+                                       int64_t map_key_blocks, int64_t key_block_begin,
+                                       const psa_tensor_desc* out_desc, void* out, float* lse,
+                                       void* workspace, uint64_t workspace_bytes, void* stream);
 
 /* =====================================================================================
  * Diagnostics

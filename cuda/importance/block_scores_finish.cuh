@@ -6,6 +6,7 @@
 
 #include "cuda/importance/block_scores_gemm.h"
 #include "cuda/importance/score_scratch.h"
+#include "importance/importance_spec.h"
 
 namespace psa {
 namespace gpu {
@@ -41,7 +42,8 @@ __device__ __forceinline__ float block_logit_max(const float* a, const float* m,
 // n_warps-1, lane = 0..31); no barrier inside, so the caller only orders the scratch and s_m
 // writes before the call. A lane takes kBatch key blocks at a time (their loads first: up to
 // 4 * kBatch float4 loads in flight); kBatch 2 spills at the sm90 finishers' 56 registers, so
-// they use 1.
+// they use 1. With p.ties, (5) the tie masses: 0, and for the few P == 1 blocks of the row the
+// warp-wide sum of their sampled weights (importance_spec.h order), from the same scratch.
 template <int kBatch>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
                                             int64_t bh, int64_t rt, int warp, int n_warps, int lane) {
@@ -64,14 +66,40 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         if (j + 32 * u >= p.nk) break;
-        const float e = static_cast<float>(exp(static_cast<double>(y[u])));
-        const float v = e != e ? 0.0f : e;
+        const float v = sample_weight(y[u]);
         row[j + 32 * u] = v;
         s += v;
       }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (p.ties != nullptr) {
+      float* tie_row = p.ties + (row - p.scores);
+      // Tie masses, before the normalisation (P == 1 is tested on this lane's own writes): 0, and
+      // for each P == 1 block the whole warp's sum in importance_spec.h order (lane l takes rows
+      // l, l + 32, ..., then the xor butterfly). Warp-uniform loop; a separate pass keeps the
+      // main loop's registers untouched.
+#pragma unroll 1
+      for (int64_t jb = 0; jb < p.nk; jb += 32) {
+        const int64_t j = jb + lane;
+        const bool in = j < p.nk;
+        const bool top = in && row[j] == 1.0f;
+        if (in) tie_row[j] = 0.0f;
+        unsigned tied = __ballot_sync(0xffffffffu, top);
+#pragma unroll 1
+        while (tied != 0u) {
+          const int src = __ffs(tied) - 1;
+          tied &= tied - 1u;
+          const float* at = scratch + r0 + (jb + src) * kRows;
+          float w = 0.0f;
+#pragma unroll 1
+          for (int r = lane; r < p.q_count; r += 32) w += sample_weight(__fsub_rn(at[r], mr[r]));
+#pragma unroll
+          for (int o = kTieLanes / 2; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
+          if (lane == src) tie_row[j] = w;  // after this lane's 0 above
+        }
+      }
+    }
     if (s > 0.0)
       for (int64_t j = lane; j < p.nk; j += 32) row[j] = static_cast<float>(row[j] / s);  // this lane's own writes
   }

@@ -60,6 +60,7 @@ struct GemmScoreParams {
   float scale;
   float* scratch;  // [gridDim.x][nk][256]
   float* scores;   // [B*Hq, mq, nk]
+  float* ties;     // [B*Hq, mq, nk] tie masses, or NULL (ScoreArgs::ties)
 };
 
 // Hopper kernel (block_scores_sm90.cu) for a.dtype and a.head_dim; grid <= `slots`.

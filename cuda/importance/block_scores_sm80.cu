@@ -36,6 +36,7 @@ psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream) {
   p.scale = a.scale;
   p.scratch = static_cast<float*>(a.scratch);
   p.scores = a.scores;
+  p.ties = a.ties;
   if (p.tiles == 0 || p.nk == 0) return PSA_OK;
   const int64_t slots = static_cast<int64_t>(a.scratch_bytes / score_scratch_slot_bytes(p.nk));
   PSA_RETURN_IF(slots < 1 || a.scratch == nullptr || reinterpret_cast<uintptr_t>(a.scratch) % 16 != 0,

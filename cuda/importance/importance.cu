@@ -52,6 +52,7 @@ struct ScoreKernelParams {
   int32_t ld_a;              // abuf row stride: nk (single pass) or G
   float scale;
   float* scores;
+  float* ties;  // tie masses or NULL (ScoreArgs::ties)
 };
 
 template <int D, int KC>
@@ -170,8 +171,7 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
         if (pass == 0) {
           abuf[r * ldA + abase + jj] = a;
         } else {
-          const float e = static_cast<float>(exp(static_cast<double>(__fsub_rn(a, mrow[r]))));
-          abuf[r * ldA + jj] = e != e ? 0.0f : e;
+          abuf[r * ldA + jj] = sample_weight(__fsub_rn(a, mrow[r]));
         }
       }
       __syncthreads();
@@ -185,6 +185,9 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
         float best = prow[jb + tid];
         for (int r = 0; r < p.q_count; ++r) best = fmaxf(best, abuf[r * ldA + tid]);
         prow[jb + tid] = best;
+        if (p.ties != nullptr)  // block jb + tid is final: its tie mass from the chunk's weights
+          p.ties[(bh * p.mq + i) * p.nk + jb + tid] =
+              best == 1.0f ? tie_mass(abuf + tid, p.q_count, ldA) : 0.0f;
       }
     }
     cp_async_wait<0>();
@@ -193,11 +196,17 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
   if (single) {  // pass 1 from the kept logits: same values, no second sweep over K
     for (int64_t j = tid; j < p.nk; j += kThreads) {
       float best = 0.0f;  // prow starts at 0 in the two-pass order too
-      for (int r = 0; r < p.q_count; ++r) {
-        const float e = static_cast<float>(exp(static_cast<double>(__fsub_rn(abuf[r * ldA + j], mrow[r]))));
-        best = fmaxf(best, e != e ? 0.0f : e);
-      }
+      for (int r = 0; r < p.q_count; ++r) best = fmaxf(best, sample_weight(__fsub_rn(abuf[r * ldA + j], mrow[r])));
       prow[j] = best;
+      if (p.ties != nullptr) {  // tie mass of a P == 1 block (importance_spec.h), else 0
+        float t = 0.0f;
+        if (best == 1.0f) {
+          TieMassSum sum;
+          for (int r = 0; r < p.q_count; ++r) sum.add(r, sample_weight(__fsub_rn(abuf[r * ldA + j], mrow[r])));
+          t = sum.result();
+        }
+        p.ties[(bh * p.mq + i) * p.nk + j] = t;
+      }
     }
     __syncthreads();
   }
@@ -305,6 +314,7 @@ psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
   p.k_count = a.k_count;
   p.scale = a.scale;
   p.scores = a.scores;
+  p.ties = a.ties;
   p.rows = (a.q_count + 15) / 16 * 16;
   // A chunk holds whole key blocks: up to kKC sampled keys.
   const int kc = kKC;

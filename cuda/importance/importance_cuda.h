@@ -57,6 +57,9 @@ struct ScoreArgs {
   int32_t q_count = 0, k_count = 0;
   float scale = 0.0f;
   float* scores = nullptr;  // [B*Hq, Mq, Nk]
+  // [B*Hq, Mq, Nk] tie masses (importance_spec.h tie_mass, importance_cpu's `ties`) or NULL:
+  // not computed. Evaluated for the P == 1 blocks only (a few per row), 0 elsewhere.
+  float* ties = nullptr;
   void* scratch = nullptr;   // [slots][Nk][256] fp32, 16-byte aligned; NULL: per-block kernel
   uint64_t scratch_bytes = 0;
   ScoreKernel kernel = ScoreKernel::kAuto;

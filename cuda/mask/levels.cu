@@ -1,5 +1,6 @@
 // cuda/mask/levels.cu -- mask stage (level map), kernel + launcher + entry: per row a stable
-// block radix sort of mask_spec.h's rank keys, then its rank intervals (sequential cumulative
+// block radix sort of mask_spec.h's rank keys, the top run of equal scores re-ranked by tie
+// mass, then its rank intervals (sequential cumulative
 // mass, as the CPU) and post-processing. Must not hold a count, order or visibility rule of its own.
 #include <cub/block/block_radix_rank.cuh>
 #include <cub/block/block_radix_sort.cuh>
@@ -16,6 +17,7 @@ namespace {
 
 struct LevelKernelParams {
   const float* scores;
+  const float* ties;  // tie masses [B*Hq, mq, nk] or NULL (equal scores: key index)
   int64_t heads_q, group, mq, nk, block_m, block_n, tile_n, len_q, len_k;
   int thresholdbound;
   double ratio_end[kMaskSlots];
@@ -68,6 +70,9 @@ struct LevelTile {
     int8_t level[kCapacity];  // level of each key block before post-processing
     int64_t ends[kMaskSlots];
     int counts[kMaskSlots];
+    uint32_t top_key;  // rank key of rank 0
+    int top_run;       // ranks [0, top_run) share it
+    uint16_t top_idx[32];
   };
 };
 
@@ -99,6 +104,62 @@ __device__ __forceinline__ void sort_row(typename LevelTile<kThreads, kItems>::S
   }
 }
 
+// Tie masses (mask_spec.h ranks_before): only the P == 1 blocks have a non-zero one, and they
+// all share the row's top score, so after the sort by (rank_key, index) only the run of ranks
+// [0, run) with rank 0's key can change order: by tie mass descending, then key index. A run of
+// at most 32 (the usual 1-16) is re-ranked by one warp (each lane counts the lanes before it);
+// a longer one by a second stable radix sort of the rank-ordered items by tie_key, which keeps
+// ranks >= run (key 0xffffffff) in place. Ends with idx[k] = block of rank position(tid, k).
+template <int kThreads, int kItems>
+__device__ __forceinline__ void reorder_top_run(typename LevelTile<kThreads, kItems>::Smem& sm,
+                                                uint32_t (&key)[kItems], uint16_t (&idx)[kItems],
+                                                int n, const float* ties) {
+  using Tile = LevelTile<kThreads, kItems>;
+  const int tid = threadIdx.x, lane = tid % 32;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k)
+    if (Tile::position(tid, k) == 0) sm.top_key = key[k];
+  __syncthreads();
+  int c = 0;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) c += Tile::position(tid, k) < n && key[k] == sm.top_key ? 1 : 0;
+  c = __reduce_add_sync(0xffffffffu, c);
+  if (lane == 0 && c > 0) atomicAdd(&sm.top_run, c);
+  __syncthreads();
+  const int run = sm.top_run;  // uniform
+  if (run <= 1) return;
+  if (run <= 32) {
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int r = Tile::position(tid, k);
+      if (r < run) sm.top_idx[r] = idx[k];
+    }
+    __syncthreads();
+    if (tid < 32) {
+      const int j = lane < run ? sm.top_idx[lane] : 0;
+      const float t = lane < run ? ties[j] : 0.0f;
+      int pos = 0;
+      for (int l = 0; l < run; ++l) {
+        const int jl = __shfl_sync(0xffffffffu, j, l);
+        const float tl = __shfl_sync(0xffffffffu, t, l);
+        pos += l != lane && ranks_before(0.0f, tl, jl, 0.0f, t, j) ? 1 : 0;
+      }
+      __syncwarp();
+      if (lane < run) sm.top_idx[pos] = static_cast<uint16_t>(j);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int r = Tile::position(tid, k);
+      if (r < run) idx[k] = sm.top_idx[r];
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) key[k] = Tile::position(tid, k) < run ? tie_key(ties[idx[k]]) : 0xffffffffu;
+    sort_row<kThreads, kItems>(sm, key, idx);
+  }
+}
+
 template <int kThreads, int kItems>
 __global__ void __launch_bounds__(kThreads) build_levels_kernel(LevelKernelParams p) {
   using Tile = LevelTile<kThreads, kItems>;
@@ -114,6 +175,7 @@ __global__ void __launch_bounds__(kThreads) build_levels_kernel(LevelKernelParam
   const float* s = p.scores + row * p.nk;
   for (int j = tid; j < n; j += kThreads) sm.score[j] = s[j];
   if (tid < kMaskSlots) sm.counts[tid] = 0;
+  if (tid == 0) sm.top_run = 0;
   __syncthreads();
 
   if (n > 0) {  // uniform over the CTA
@@ -128,6 +190,8 @@ __global__ void __launch_bounds__(kThreads) build_levels_kernel(LevelKernelParam
       idx[k] = static_cast<uint16_t>(j);
     }
     sort_row<kThreads, kItems>(sm, key, idx);
+    __syncthreads();
+    if (p.ties != nullptr) reorder_top_run<kThreads, kItems>(sm, key, idx, n, p.ties + row * p.nk);
     __syncthreads();  // the sort's storage becomes `sorted`
 
     if (p.thresholdbound) {
@@ -239,6 +303,7 @@ psa_status build_levels_cuda(const LevelArgs& a, cudaStream_t stream) {
   PSA_TRY(levels_supported(a.batch, a.heads_q, a.mq, a.nk, a.block_n));
   LevelKernelParams p{};
   p.scores = a.scores;
+  p.ties = a.ties;
   p.heads_q = a.heads_q;
   p.group = a.heads_q / a.heads_kv;
   p.mq = a.mq;

@@ -26,6 +26,9 @@ psa_status sim_cap_cuda(const SimCapArgs& args, cudaStream_t stream);
 // (nk, or the causally visible prefix) then postprocess_levels, as the CPU backend does.
 struct LevelArgs {
   const float* scores = nullptr;
+  // [B*Hq, mq, nk] tie masses (ScoreArgs::ties) or NULL (equal scores: key index). Non-zero only
+  // on blocks of their row's top score, as importance writes them (mask_spec.h ranks_before).
+  const float* ties = nullptr;
   int64_t batch = 0, heads_q = 0, heads_kv = 0, mq = 0, nk = 0;
   int64_t block_m = 0, block_n = 0, tile_n = 0, len_q = 0, len_k = 0;
   psa_mask_mode mode = PSA_MASK_MODE_TOPK;

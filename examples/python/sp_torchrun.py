@@ -7,6 +7,7 @@
 #   torchrun --nproc-per-node 2 examples/python/sp_torchrun.py --ulysses 2
 #   torchrun --nproc-per-node 2 examples/python/sp_torchrun.py --ring 2
 #   torchrun --nproc-per-node 4 examples/python/sp_torchrun.py --ulysses 2 --ring 2
+#   torchrun --nproc-per-node 2 examples/python/sp_torchrun.py --ulysses 2 --compile
 #
 # NCCL and bf16 on GPUs (one GPU per rank, LOCAL_RANK), gloo and fp32 on CPUs (--device cpu).
 """Sequence-parallel Pyramid Sparse Attention under torchrun, checked against one process."""
@@ -33,8 +34,12 @@ def main():
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--ring-impl", choices=("auto", "p2p", "allgather"), default="auto",
+                    help="ring: K/V shards passed (p2p) or K/V all-gathered (allgather)")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--no-check", action="store_true", help="skip the single-process reference")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile(fullgraph=True) the sharded attention call")
     args = ap.parse_args()
 
     cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
@@ -53,6 +58,7 @@ def main():
     q, k, v = (torch.randn(1, L, args.heads, args.head_dim, generator=gen).to(device, dtype)
                for _ in range(3))
     sp = psd.SequenceParallel(grid=grid, ulysses_degree=args.ulysses, ring_degree=args.ring,
+                              ring_impl=args.ring_impl,
                               **text, **model)
     ql, kl, vl = (sp.shard(x, dim=1) for x in (q, k, v))
 
@@ -61,17 +67,21 @@ def main():
             torch.cuda.synchronize()
         dist.barrier()
 
-    out_local = sp.attention(ql, kl, vl)  # warm: plans, agreement check
+    attention = sp.attention
+    if args.compile:  # one custom op node (psa::sp_attention), no graph break
+        attention = torch.compile(lambda a, b, c: sp.attention(a, b, c), fullgraph=True)
+    out_local = attention(ql, kl, vl)  # warm: plans, agreement check, compile
     sync()
     t0 = time.perf_counter()
     for _ in range(args.iters):
-        out_local = sp.attention(ql, kl, vl)
+        out_local = attention(ql, kl, vl)
     sync()
     t_sp = (time.perf_counter() - t0) / args.iters * 1e3
     out = sp.gather(out_local, dim=1)
 
-    msg = "psa.distributed %s: %d ranks (ulysses %d x ring %d), L = %d, H = %d, D = %d, %s" % (
-        args.model, world, sp.ulysses_degree, sp.ring_degree, L, args.heads, args.head_dim,
+    msg = "psa.distributed %s: %d ranks (ulysses %d x ring %d)%s, L = %d, H = %d, D = %d, %s" % (
+        args.model, world, sp.ulysses_degree, sp.ring_degree,
+        ", compiled" if args.compile else "", L, args.heads, args.head_dim,
         "cuda/nccl bf16" if cuda else "cpu/gloo fp32")
     line = "sequence parallel: %.2f ms per attention" % t_sp
     if not args.no_check:

@@ -36,6 +36,7 @@ const char* method_name(psa_method m) {
     case PSA_METHOD_DENSE: return "PSA_METHOD_DENSE";
     case PSA_METHOD_RF_V2: return "PSA_METHOD_RF_V2";
     case PSA_METHOD_ADA_BSA: return "PSA_METHOD_ADA_BSA";
+    case PSA_METHOD_PSA_CAUSAL: return "PSA_METHOD_PSA_CAUSAL";
   }
   return "unknown";
 }

@@ -64,6 +64,8 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
+// The CPU backend's kept level map of `plan` (host, [B, Hq, Mq, Nk]); NULL when it keeps none.
+int8_t* cpu_kept_levels(const Plan& plan);
 // Returns PSA_ERR_BACKEND_UNAVAILABLE when CUDA is not built in, PSA_ERR_NO_DEVICE when no
 // device can be used.
 psa_status make_cuda_backend(int32_t device, std::unique_ptr<Backend>* out);

@@ -20,10 +20,13 @@ enum class Route : uint8_t {
   kDense,        // plain attention (method dense; warm-up steps of any method run dense too)
   kBlockMethod,  // rf_v2 / ada_bsa: full-resolution blocks from the method's own mask
   kPsa,          // rearrange -> pool -> importance -> mask -> pyramid attention -> inverse
+  kCausalPsa,    // psa_causal (spec App. A): rearrange -> pool -> similarity cap ->
+                 // antidiagonal importance -> its own level rule -> pyramid attention
 };
 constexpr Route route_of(psa_method m) {
   return m == PSA_METHOD_DENSE                                ? Route::kDense
          : m == PSA_METHOD_RF_V2 || m == PSA_METHOD_ADA_BSA ? Route::kBlockMethod
+         : m == PSA_METHOD_PSA_CAUSAL                         ? Route::kCausalPsa
                                                               : Route::kPsa;
 }
 
@@ -79,6 +82,10 @@ struct Config {
   double cdf_threshold = 1.0;
   bool keep_sink = true;
   bool keep_recent = true;
+
+  // psa_causal (spec App. A): antidiagonal stride and query chunk of the importance stage.
+  int64_t xattn_stride = 8;
+  int64_t xattn_chunk_size = 4096;
 
   // Accepted from YAML for compatibility, no effect on the math.
   bool verbose = false;

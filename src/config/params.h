@@ -36,8 +36,8 @@ inline constexpr int64_t kBlockNValues[] = {32, 64, 128};
 inline constexpr int64_t kTileNValues[] = {16, 32, 64, 128};
 inline constexpr int64_t kSampleDivisorValues[] = {1, 2, 4, 8, 16};
 // Enum names in psa.h value order: index == enum value.
-inline constexpr const char* kMethodNames[] = {"psa", "dense", "rf_v2", "ada_bsa"};
-inline constexpr const char* kMaskModeNames[] = {"topk", "thresholdbound"};
+inline constexpr const char* kMethodNames[] = {"psa", "dense", "rf_v2", "ada_bsa", "psa_causal"};
+inline constexpr const char* kMaskModeNames[] = {"topk", "thresholdbound", "energybound"};
 inline constexpr const char* kMaskFormatNames[] = {"new_mask_type", "old_mask_type"};
 inline constexpr const char* kRearrangeNames[] = {"Gilbert", "STA", "SemanticAware", "Hybrid"};
 inline constexpr const char* kTextRuleNames[] = {"span", "reference_suffix"};
@@ -115,7 +115,9 @@ constexpr int count_of(const T (&)[N]) { return N; }
   X(PSA_PARAM_KEEP_SINK, "keep_sink", PSA_BOOL, keep_sink)                                         \
   X(PSA_PARAM_KEEP_RECENT, "keep_recent", PSA_BOOL, keep_recent)                                  \
   X(PSA_PARAM_HEAD_OFFSET, "head_offset", PSA_INT_RANGE(0, kI32Max), head_offset)                  \
-  X(PSA_PARAM_BATCH_OFFSET, "batch_offset", PSA_INT_RANGE(0, kI32Max), batch_offset)
+  X(PSA_PARAM_BATCH_OFFSET, "batch_offset", PSA_INT_RANGE(0, kI32Max), batch_offset)            \
+  X(PSA_PARAM_XATTN_STRIDE, "xattn_stride", PSA_INT_RANGE(1, 128), xattn_stride)                  \
+  X(PSA_PARAM_XATTN_CHUNK_SIZE, "xattn_chunk_size", PSA_INT_RANGE(64, kI32Max), xattn_chunk_size)
 
 // Row of `id`, or nullptr when `id` is not a parameter.
 const ParamInfo* param_info(psa_param id);

@@ -110,6 +110,41 @@ psa_status check_block_sparse_methods(const Config& c, const std::string& where)
   return PSA_OK;
 }
 
+// psa_causal (spec App. A) is causal-only and works on square blocks scored at a stride; the
+// energybound mode exists for it alone.
+psa_status check_causal_method(const Config& c, const std::string& where) {
+  const char* m = enum_name(PSA_PARAM_METHOD, c.method);
+  if (c.method != PSA_METHOD_PSA_CAUSAL) {
+    PSA_RETURN_IF(c.mask_mode == PSA_MASK_MODE_ENERGYBOUND, PSA_ERR_INVALID_CONFIG,
+                  "%s = energybound: allowed only with type psa_causal (type = %s); allowed "
+                  "here: topk, thresholdbound",
+                  key(where, "mask_mode").c_str(), m);
+    return PSA_OK;
+  }
+  PSA_RETURN_IF(!c.causal, PSA_ERR_INVALID_CONFIG,
+                "%s = false: type psa_causal is causal-only; allowed: true",
+                key(where, "causal").c_str());
+  PSA_RETURN_IF(c.mask_mode != PSA_MASK_MODE_TOPK && c.mask_mode != PSA_MASK_MODE_ENERGYBOUND,
+                PSA_ERR_INVALID_CONFIG, "%s = %s: type psa_causal allows topk, energybound",
+                key(where, "mask_mode").c_str(), enum_name(PSA_PARAM_MASK_MODE, c.mask_mode));
+  PSA_RETURN_IF(c.block_n != c.block_m, PSA_ERR_INVALID_CONFIG,
+                "%s = %lld: type psa_causal needs square blocks (block_size.m = %lld)",
+                key(where, "block_size.n").c_str(), static_cast<long long>(c.block_n),
+                static_cast<long long>(c.block_m));
+  PSA_RETURN_IF(c.block_m % c.xattn_stride != 0, PSA_ERR_INVALID_CONFIG,
+                "%s = %lld: must divide block_size.m (%lld)", key(where, "xattn_stride").c_str(),
+                static_cast<long long>(c.xattn_stride), static_cast<long long>(c.block_m));
+  PSA_RETURN_IF(c.xattn_chunk_size % c.block_m != 0, PSA_ERR_INVALID_CONFIG,
+                "%s = %lld: must be a multiple of block_size.m (%lld)",
+                key(where, "xattn_chunk_size").c_str(), static_cast<long long>(c.xattn_chunk_size),
+                static_cast<long long>(c.block_m));
+  PSA_RETURN_IF(c.use_rearrange, PSA_ERR_INVALID_CONFIG,
+                "%s = true: type psa_causal is causal, and causal masking is meaningless after "
+                "token rearrangement; allowed: false",
+                key(where, "use_rearrange").c_str());
+  return PSA_OK;
+}
+
 }  // namespace
 
 psa_status validate_config(const Config& config, const std::string& where) {
@@ -118,6 +153,7 @@ psa_status validate_config(const Config& config, const std::string& where) {
   PSA_TRY(check_mask_format(config, where));
   PSA_TRY(check_blocks(config, where));
   PSA_TRY(check_block_sparse_methods(config, where));
+  PSA_TRY(check_causal_method(config, where));
   return PSA_OK;
 }
 

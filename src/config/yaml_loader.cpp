@@ -45,7 +45,7 @@ const Keys kPresetKeys = {
     // libpsa extensions.
     "min_full_attn_ratio", "sample_divisor", "seed", "causal", "scale", "calls_per_step",
     "inference_steps", "text_rule", "text_rows_dense", "sparsity", "cdf_threshold", "keep_sink",
-    "keep_recent"};
+    "keep_recent", "xattn_stride", "xattn_chunk_size"};
 const Keys kBlockSizeKeys = {"m", "n", "tile_n"};
 const Keys kSimKeys = {"x2", "x4", "x8"};
 const Keys kRatioKeys = {"1", "2", "4", "8", "0"};  // index == LevelSlot
@@ -420,9 +420,9 @@ psa_status parse_preset(const Node& n, const std::string& path, const Config& ba
   for (int i = 0; i < 3; ++i)
     if (direct_sim[i] != nullptr)
       PSA_TRY(assign_param(c, kSimParams[i], *direct_sim[i], join(path, kDirectSimKeys[i])));
-  PSA_RETURN_IF(c.method == PSA_METHOD_PSA && !have_ratios, PSA_ERR_INVALID_CONFIG,
-                "%s.mask_ratios: missing; type psa requires levels 1, 2, 4, 8, 0 as [start, end]",
-                path.c_str());
+  PSA_RETURN_IF((c.method == PSA_METHOD_PSA || c.method == PSA_METHOD_PSA_CAUSAL) && !have_ratios, PSA_ERR_INVALID_CONFIG,
+                "%s.mask_ratios: missing; type %s requires levels 1, 2, 4, 8, 0 as [start, end]",
+                path.c_str(), kMethodNames[c.method]);
   PSA_TRY(validate_config(c, path));
   *out = c;
   return PSA_OK;

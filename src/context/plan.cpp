@@ -6,6 +6,7 @@
 
 #include "context/context.h"
 #include "core/error.h"
+#include "importance/importance.h"
 
 namespace psa {
 
@@ -18,6 +19,7 @@ RoutePlan resolve_route(const Config& config) {
   r.batch_offset = config.batch_offset;
   r.head_offset = config.head_offset;
   r.mask_row = mask_row_params(config);
+  r.tie_mass = tie_mass_ranking_enabled();
   r.use_sim_mask = config.use_sim_mask;
   std::copy(config.sim_threshold, config.sim_threshold + 3, r.sim_threshold);
   r.text_rule = config.text_rule;
@@ -26,11 +28,20 @@ RoutePlan resolve_route(const Config& config) {
   r.cdf_threshold = config.cdf_threshold;
   r.keep_sink = config.keep_sink;
   r.keep_recent = config.keep_recent;
+  r.xattn_stride = config.xattn_stride;
+  r.xattn_chunk_size = config.xattn_chunk_size;
+  r.text_length = config.text_length;
   return r;
 }
 
 psa_status make_plan(const Config& config, const VideoGeometry& geometry, const Problem& problem,
                      Plan* plan) {
+  // psa_causal scores and masks a prefill (spec App. A): decode steps go to dense attention.
+  PSA_RETURN_IF(config.method == PSA_METHOD_PSA_CAUSAL && problem.len_q != problem.len_k,
+                PSA_ERR_INVALID_SHAPE,
+                "q: seq_len = %lld, k: seq_len = %lld; type psa_causal runs prefill only (equal "
+                "query and key lengths); run decode steps (len_q < len_k) with type dense",
+                static_cast<long long>(problem.len_q), static_cast<long long>(problem.len_k));
   plan->problem = problem;
   plan->route = resolve_route(config);
   plan->block_m = config.block_m;

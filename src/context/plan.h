@@ -31,6 +31,7 @@ struct RoutePlan {
   int64_t batch_offset = 0, head_offset = 0;
   // Mask (PSA route).
   MaskRowParams mask_row;
+  bool tie_mass = true;  // equal scores rank by tie mass (importance_spec.h), else key index
   bool use_sim_mask = false;
   double sim_threshold[3] = {0.0, 0.0, -1.0};
   psa_text_rule text_rule = PSA_TEXT_RULE_SPAN;
@@ -38,10 +39,17 @@ struct RoutePlan {
   // Block methods (rf_v2, ada_bsa).
   double sparsity = 0.0, cdf_threshold = 1.0;
   bool keep_sink = true, keep_recent = true;
+  // psa_causal (route kCausalPsa): antidiagonal stride, query chunk, leading text tokens.
+  int64_t xattn_stride = 8, xattn_chunk_size = 4096, text_length = 0;
 
   bool sparse() const { return route != Route::kDense; }
   bool block_method() const { return route == Route::kBlockMethod; }
   bool psa() const { return route == Route::kPsa; }
+  bool causal_psa() const { return route == Route::kCausalPsa; }
+  // Whether the mask is built by a host-side method builder (methods/methods.h) on the CPU.
+  bool method_mask() const { return route == Route::kBlockMethod || route == Route::kCausalPsa; }
+  // Whether attention reads pooled K/V (levels 2/4/8): PSA and causal PSA.
+  bool pyramid() const { return route == Route::kPsa || route == Route::kCausalPsa; }
   // Whether the forward's PSA mask caps levels by key-block similarity (PSA route only).
   bool sim_cap() const { return route == Route::kPsa && use_sim_mask; }
 };

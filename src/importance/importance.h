@@ -9,9 +9,17 @@ namespace psa {
 // offsets of every query block (< block_m), k_offsets likewise for key blocks.
 // Writes scores [mq, nk] (mq = ceil(lq/block_m), nk = ceil(lk/block_n)), each row
 // normalised to sum 1 over its nk entries. `scale` is the softmax scale (1/sqrt(d)).
+// When `ties` is non-NULL also writes the tie masses [mq, nk] (importance_spec.h tie_mass:
+// non-zero only where the unnormalised score is 1), the secondary rank criterion of the mask.
 void importance_cpu(const float* q, int64_t lq, const float* k, int64_t lk, int64_t d,
                     int64_t block_m, int64_t block_n, const int32_t* q_offsets, int32_t q_count,
-                    const int32_t* k_offsets, int32_t k_count, float scale, float* scores);
+                    const int32_t* k_offsets, int32_t k_count, float scale, float* scores,
+                    float* ties = nullptr);
+
+// Whether a forward ranks tied key blocks by tie mass (the default) or, with the environment
+// variable PSA_EXPERIMENTAL_TIE_RULE=index (read once per process; an experimental switch for
+// comparisons, not part of the API), by key index alone as the reference does.
+bool tie_mass_ranking_enabled();
 
 // Where one (batch, head)'s in-block sample offsets come from: the injected offsets when
 // q_injected is non-NULL (q_count / k_count each), else the seeded sampler of
@@ -25,10 +33,11 @@ struct ImportanceSampling {
 };
 
 // Importance stage of one (batch, head): draws (or copies) the sample offsets into q_off /
-// k_off (`shuffle` holds max(block_m, block_n) ints), then importance_cpu into scores.
+// k_off (`shuffle` holds max(block_m, block_n) ints), then importance_cpu into scores (and
+// the tie masses into `ties` when it is non-NULL).
 void importance_head_cpu(const float* q, int64_t lq, const float* k, int64_t lk, int64_t d,
                          int64_t block_m, int64_t block_n, float scale,
                          const ImportanceSampling& sampling, int32_t* shuffle, int32_t* q_off,
-                         int32_t* k_off, float* scores);
+                         int32_t* k_off, float* scores, float* ties);
 
 }  // namespace psa

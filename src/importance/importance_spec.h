@@ -3,6 +3,7 @@
 // logits become a block score. Deterministic: offsets depend only on (seed, batch, head,
 // which tensor), never on call order, so a forward is reproducible and graph-replayable.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "core/hd.h"
@@ -51,5 +52,55 @@ PSA_HD int64_t sampled_token(int64_t blk, int64_t block, int32_t offset, int64_t
 //   P[i, j] = max_{r in samples of i} e[r, j],  S[i, j] = P[i, j] / sum_j P[i, j].
 // The row normalisation runs over the real key blocks only (the reference also counts
 // alignment-padding columns; it cancels in thresholdbound and is irrelevant to topk).
+
+// One sampled weight e[r, j] = exp(a[r, j] - m[r]) as a float: the difference rounded on its
+// own in fp32, the exponential taken in double and rounded once (so CUDA's and the host's exp
+// agree), NaN -> 0. P[i, j] is the max of these over the sampled rows r of block i.
+PSA_HD float sample_weight(float y) {
+  const float e = static_cast<float>(exp(static_cast<double>(y)));
+  return e != e ? 0.0f : e;
+}
+
+// ---- Tie mass: the secondary rank criterion (libpsa rule; mask_spec.h ranks_before) -------
+// Every key block that holds some sampled row's best key scores exactly P = 1, so a row's top
+// 3-10 blocks tie exactly (measured on 32x32 .. 64x64 latents and 4-frame clips, bn 32-128);
+// ranking them by key index favoured the earliest blocks of the sequence. Ties are ranked by
+// the tie mass instead, the summed weight of the block over the sampled rows of block i:
+//   T[i, j] = sum_r e[r, j]  when P[i, j] == 1,   T[i, j] = 0 otherwise,
+// i.e. how much sampled attention mass (each row relative to its own best logit) the block
+// draws -- a block that is the best of many rows and close for the rest ranks first. T is 0
+// below the top because only exact ties consult it and the top tie is the one that occurs:
+// a backend evaluates it for the few P == 1 blocks only (negligible cost). The sum has one
+// fixed order on every backend, that of a 32-lane butterfly: partial w[l] = sum over r = l,
+// l + 32, ... (ascending r, fp32); then for o = 16, 8, 4, 2, 1 every w[l] becomes
+// w[l] + w[l ^ o]; T = w[0]. 0 <= T <= count (finite).
+
+constexpr int kTieLanes = 32;
+
+// The fixed-order sum above, fed one weight at a time in ascending r (a GPU warp computes the
+// same bits with lane l summing r = l, l + 32, ... and a __shfl_xor butterfly: fp32 addition
+// commutes, so both sides of every pair add the same two values).
+struct TieMassSum {
+  float w[kTieLanes];
+  PSA_HD TieMassSum() {
+    for (int l = 0; l < kTieLanes; ++l) w[l] = 0.0f;
+  }
+  PSA_HD void add(int32_t r, float e) { w[r % kTieLanes] += e; }
+  PSA_HD float result() {
+    for (int o = kTieLanes / 2; o > 0; o >>= 1) {
+      float n[kTieLanes];
+      for (int l = 0; l < kTieLanes; ++l) n[l] = w[l] + w[l ^ o];
+      for (int l = 0; l < kTieLanes; ++l) w[l] = n[l];
+    }
+    return w[0];
+  }
+};
+
+// T of one block from its `count` sampled weights e[r * stride] (r < count).
+PSA_HD float tie_mass(const float* e, int32_t count, int64_t stride) {
+  TieMassSum t;
+  for (int32_t r = 0; r < count; ++r) t.add(r, e[r * stride]);
+  return t.result();
+}
 
 }  // namespace psa

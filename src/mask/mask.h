@@ -20,12 +20,13 @@ struct MaskRowParams {
 MaskRowParams mask_row_params(const Config& config);
 
 // One row (spec 4.2-4.4, intended fp32 semantics): `scores` has n >= 1 entries; writes
-// levels[j] in {0,1,2,4,8} for j < n, and, when `order` is non-NULL, the stable
-// descending rank order (ties: lower key index first) into order[0..n), and the rank
-// interval ends per slot (ranks [seg_end[s-1], seg_end[s]) have slot s's level) into
-// seg_end[0..5) when non-NULL.
+// levels[j] in {0,1,2,4,8} for j < n, and, when `order` is non-NULL, the rank order of
+// mask_spec.h ranks_before (score descending; equal scores: higher tie mass first, then lower
+// key index) into order[0..n), and the rank interval ends per slot (ranks
+// [seg_end[s-1], seg_end[s]) have slot s's level) into seg_end[0..5) when non-NULL.
+// `ties` holds the row's tie masses (importance_cpu) or is NULL (equal scores: key index).
 void build_mask_row(const float* scores, int64_t n, const MaskRowParams& params, int8_t* levels,
-                    int32_t* order, int64_t* seg_end);
+                    int32_t* order, int64_t* seg_end, const float* ties = nullptr);
 
 // SEGMENTS ("new_mask_type") row of width n + 5 from a rank order and interval ends
 // (spec 4.6): [L1 blocks] -1 [L2 blocks] -1 [L4] -1 [L8] -1 [L0] -1, then zeros.
@@ -56,9 +57,11 @@ void postprocess_levels(int8_t* levels, int64_t mq, int64_t nk, const MaskPostPa
 
 // Mask stage of one (batch, head) on the host: every row of `scores` [mq, nk] through
 // build_mask_row (under post.causal only its causally visible prefix; the rest 0), then
-// postprocess_levels. `order` holds nk ints.
+// postprocess_levels. `ties`: the tie masses [mq, nk] of importance_cpu, or NULL (equal
+// scores rank by key index). `order` holds nk ints.
 void mask_head_cpu(const float* scores, int64_t mq, int64_t nk, const MaskRowParams& row,
-                   const MaskPostParams& post, int8_t* levels, int32_t* order);
+                   const MaskPostParams& post, const float* ties, int8_t* levels,
+                   int32_t* order);
 
 // Similarity-cap stage of one key head: replicate-pads k [lk, d] to n_blocks * block_n rows
 // in kpad, then sim_cap_row into cap [n_blocks].

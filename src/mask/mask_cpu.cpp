@@ -29,7 +29,7 @@ MaskRowParams mask_row_params(const Config& config) {
 }
 
 void build_mask_row(const float* scores, int64_t n, const MaskRowParams& params, int8_t* levels,
-                    int32_t* order, int64_t* seg_end) {
+                    int32_t* order, int64_t* seg_end, const float* ties) {
   if (n <= 0) return;
   std::vector<int32_t> own;
   if (order == nullptr) {
@@ -37,9 +37,14 @@ void build_mask_row(const float* scores, int64_t n, const MaskRowParams& params,
     order = own.data();
   }
   std::iota(order, order + n, 0);
-  std::stable_sort(order, order + n, [scores](int32_t a, int32_t b) {
-    return ranks_before(scores[a], a, scores[b], b);
-  });
+  if (ties != nullptr)
+    std::stable_sort(order, order + n, [scores, ties](int32_t a, int32_t b) {
+      return ranks_before(scores[a], ties[a], a, scores[b], ties[b], b);
+    });
+  else
+    std::stable_sort(order, order + n, [scores](int32_t a, int32_t b) {
+      return ranks_before(scores[a], a, scores[b], b);
+    });
 
   int64_t ends[kMaskSlots];
   if (params.mode == PSA_MASK_MODE_THRESHOLDBOUND) {
@@ -85,13 +90,16 @@ int64_t causal_visible_blocks(int64_t i, int64_t block_m, int64_t block_n, int64
 }
 
 void mask_head_cpu(const float* scores, int64_t mq, int64_t nk, const MaskRowParams& row,
-                   const MaskPostParams& post, int8_t* levels, int32_t* order) {
+                   const MaskPostParams& post, const float* ties, int8_t* levels,
+                   int32_t* order) {
   for (int64_t i = 0; i < mq; ++i) {
     int8_t* out = levels + i * nk;
     const int64_t n =
         post.causal ? causal_visible_blocks(i, post.block_m, post.block_n, post.lq, post.lk) : nk;
     std::fill(out, out + nk, int8_t{0});
-    if (n > 0) build_mask_row(scores + i * nk, n, row, out, order, nullptr);
+    if (n > 0)
+      build_mask_row(scores + i * nk, n, row, out, order, nullptr,
+                     ties != nullptr ? ties + i * nk : nullptr);
   }
   postprocess_levels(levels, mq, nk, post);
 }

@@ -32,19 +32,32 @@ PSA_HD constexpr int64_t alignment_multiple(int level, int64_t bn, int64_t tn) {
 }
 
 // ---- Rank order (spec 4.2) --------------------------------------------------------------
-// Strict total order of a row's key blocks: higher score first, ties by lower key index.
-// NaN ranks after every number (so a sort never sees an invalid comparator).
-PSA_HD bool ranks_before(float a, int64_t ia, float b, int64_t ib) {
+// Strict total order of a row's key blocks: higher score first; among equal scores higher tie
+// mass first (importance_spec.h tie_mass; 0 where not computed, so without tie masses this is
+// the reference's order); then lower key index. NaN scores rank after every number (so a sort
+// never sees an invalid comparator). Tie masses are finite and >= 0.
+// The cumulative mass of thresholdbound runs over the scores in this order; within a run of
+// equal scores the prefix sums are the same whatever the order, so the tie rule changes which
+// blocks take a level, never a level's count (topk and thresholdbound keep their densities).
+// Importance gives a non-zero tie mass only to blocks of the row's top score, so only the run of
+// ranks holding the top score can reorder (the CUDA level builder relies on it).
+PSA_HD bool ranks_before(float a, float ta, int64_t ia, float b, float tb, int64_t ib) {
   bool a_nan = a != a, b_nan = b != b;
   if (a_nan != b_nan) return b_nan;
   if (!a_nan && a != b) return a > b;
+  if (ta != tb) return ta > tb;
   return ia < ib;
 }
+// Without tie masses (equal tie masses): score, then key index.
+PSA_HD bool ranks_before(float a, int64_t ia, float b, int64_t ib) {
+  return ranks_before(a, 0.0f, ia, b, 0.0f, ib);
+}
 
-// Sort key of that order: rank_key(a) < rank_key(b) implies ranks_before(a, ia, b, ib) for any
-// indices, and equal keys are exactly the ties (index decides). Higher scores get smaller keys,
-// -0 and +0 share one key (they compare equal), every NaN maps to the largest key. A stable
-// ascending sort of the keys of a row in index order therefore yields the rank order.
+// Sort key of the score part of that order: rank_key(a) < rank_key(b) implies ranks_before(a, ia,
+// b, ib) for any indices, and equal keys are exactly the score ties (tie mass, then index decide).
+// Higher scores get smaller keys, -0 and +0 share one key (they compare equal), every NaN maps to
+// the largest key. A stable ascending sort of the keys of a row in index order therefore yields
+// the rank order without tie masses.
 PSA_HD uint32_t rank_key(float s) {
   if (s != s) return 0xffffffffu;
   if (s == 0.0f) s = 0.0f;  // -0 -> +0
@@ -56,6 +69,19 @@ PSA_HD uint32_t rank_key(float s) {
 #endif
   const uint32_t ascending = (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
   return ~ascending;
+}
+
+// Sort key of the tie part: tie_key(ta) < tie_key(tb) iff ta > tb, for tie masses >= 0 (a
+// second stable sort by it reorders a run of equal scores; -0 counts as 0).
+PSA_HD uint32_t tie_key(float t) {
+  if (!(t > 0.0f)) return 0xffffffffu;
+  uint32_t u;
+#if defined(__CUDA_ARCH__)
+  u = __float_as_uint(t);
+#else
+  std::memcpy(&u, &t, sizeof u);
+#endif
+  return ~u;
 }
 
 // ---- Rank intervals per slot (spec 4.3, 4.4) ----------------------------------------------

@@ -18,7 +18,7 @@ int64_t ada_bsa_scratch_floats(const Plan& plan);
 psa_status build_ada_bsa_levels(const Plan& plan, const float* q,
                                 const float* k, float* scratch, int8_t* levels);
 
-// Rank order for picking the K-th largest logit (both builders): larger first, NaN after
+// Rank order for picking the K-th largest logit (rf_v2, ada_bsa) and ranking causal PSA scores: larger first, NaN after
 // every number (a NaN logit is never kept by score; forced blocks still are). A strict weak
 // order on values alone, for std::sort; the PSA mask's index-aware order is ranks_before
 // (mask/mask_spec.h).

@@ -1,9 +1,11 @@
-// methods/methods.cpp -- dispatch of the non-PSA block-sparse mask builders (rf_v2, ada_bsa)
-// and their shared shape rules. Host only; the builders live in rf_v2.cpp and ada_bsa.cpp.
+// methods/methods.cpp -- dispatch of the host mask builders of the methods with their own mask
+// (rf_v2, ada_bsa, psa_causal) and the block methods' shared shape rules. Host only; the
+// builders live in rf_v2.cpp, ada_bsa.cpp and causal_psa.cpp.
 #include "methods/methods.h"
 
 #include "core/error.h"
 #include "methods/builders.h"
+#include "methods/causal_psa.h"
 
 namespace psa {
 
@@ -24,6 +26,7 @@ int64_t method_scratch_floats(const Plan& plan) {
   switch (plan.route.method) {
     case PSA_METHOD_RF_V2: return rf_v2_scratch_floats(plan);
     case PSA_METHOD_ADA_BSA: return ada_bsa_scratch_floats(plan);
+    case PSA_METHOD_PSA_CAUSAL: return causal_psa_scratch_floats(plan);
     default: return 0;
   }
 }
@@ -33,11 +36,13 @@ psa_status build_method_levels(const Plan& plan, const float* q, const float* k,
   switch (plan.route.method) {
     case PSA_METHOD_RF_V2: return build_rf_v2_levels(plan, q, k, scratch, levels);
     case PSA_METHOD_ADA_BSA: return build_ada_bsa_levels(plan, q, k, scratch, levels);
+    case PSA_METHOD_PSA_CAUSAL: return build_causal_psa_levels(plan, q, k, scratch, levels);
     default:
       return set_error(PSA_ERR_INTERNAL,
-                       "build_method_levels: type = %d is not a block-sparse method "
-                       "(rf_v2 = %d, ada_bsa = %d)",
-                       static_cast<int>(plan.route.method), PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA);
+                       "build_method_levels: type = %d is not a method with its own mask "
+                       "(rf_v2 = %d, ada_bsa = %d, psa_causal = %d)",
+                       static_cast<int>(plan.route.method), PSA_METHOD_RF_V2, PSA_METHOD_ADA_BSA,
+                       PSA_METHOD_PSA_CAUSAL);
   }
 }
 

@@ -117,13 +117,14 @@ std::vector<int8_t> oracle(const ForwardRun& r, const Grid& s) {
                           static_cast<int32_t>(qc), scratch.data(), qoff.data());
       psa::sample_offsets(static_cast<uint64_t>(cfg.seed), b, h, psa::kSampleKey, static_cast<int32_t>(bn),
                           static_cast<int32_t>(kc), scratch.data(), koff.data());
-      std::vector<float> scores(static_cast<size_t>(mq * nk));
+      std::vector<float> scores(static_cast<size_t>(mq * nk)), ties(scores.size());
       const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
       psa::importance_cpu(qr.data(), L, kr.data(), L, d, bm, bn, qoff.data(), static_cast<int32_t>(qc), koff.data(),
-                          static_cast<int32_t>(kc), scale, scores.data());
+                          static_cast<int32_t>(kc), scale, scores.data(), ties.data());
       int8_t* lv = map.data() + (b * s.H + h) * mq * nk;
       const psa::MaskRowParams rp = psa::mask_row_params(cfg);
-      for (int64_t i = 0; i < mq; ++i) psa::build_mask_row(scores.data() + i * nk, nk, rp, lv + i * nk, order.data(), nullptr);
+      for (int64_t i = 0; i < mq; ++i)
+        psa::build_mask_row(scores.data() + i * nk, nk, rp, lv + i * nk, order.data(), nullptr, ties.data() + i * nk);
       psa::MaskPostParams post;
       post.block_m = bm;
       post.block_n = bn;

@@ -75,7 +75,7 @@ if(CASE STREQUAL "usage")
 
 elseif(CASE STREQUAL "presets")
   psa_expect(0 presets)
-  expect_match("${OUT}" "^6 models" "model count")
+  expect_match("${OUT}" "^8 models" "model count")
   foreach(model CogVideo_5b CogVideo1.5_5b Wan2.1_1.3b Wan2.1_14b Wan2.2_5B Wan2.2_A14B)
     string(REPLACE "." "\\." model_re "${model}")
     expect_match("${OUT}" "\n${model_re}  \\(default " "model ${model}")
@@ -83,11 +83,11 @@ elseif(CASE STREQUAL "presets")
   expect_match("${OUT}" "\\* psa_balanced +psa +thresholdbound +levels\\+sim +block 128x128"
                "Wan2.1_1.3b psa_balanced line")
   psa_expect(0 presets --config "${SOURCE_DIR}/configs/attention_config.yaml")
-  expect_match("${OUT}" "^6 models" "model count from the file")
+  expect_match("${OUT}" "^8 models" "model count from the file")
 
 elseif(CASE STREQUAL "check_config_ok")
   psa_expect(0 check-config "${SOURCE_DIR}/configs/attention_config.yaml")
-  expect_match("${OUT}" "^OK: .*attention_config.yaml: 6 models, [0-9]+ presets" "check-config")
+  expect_match("${OUT}" "^OK: .*attention_config.yaml: 8 models, [0-9]+ presets" "check-config")
 
 elseif(CASE STREQUAL "check_config_broken")
   # A valid model whose only preset has a bad mask_mode: the message must name the key.
@@ -212,7 +212,7 @@ elseif(CASE STREQUAL "json_outputs")
   expect_match("${OUT}" "^{\"source\": \"embedded\", \"models\": \\[{\"name\": \"Wan2.1_14b\", \"default_preset\": \"psa_balanced\"" "presets --json")
   expect_match("${OUT}" "\"name\": \"psa_balanced\", \"default\": true, \"type\": \"psa\", \"mask_mode\": \"thresholdbound\"" "presets --json preset")
   psa_expect(0 check-config --json "${SOURCE_DIR}/configs/attention_config.yaml")
-  expect_match("${OUT}" "^{\"ok\": true, \"file\": \".*attention_config.yaml\", \"models\": 6, \"presets\": [0-9]+}" "check-config --json")
+  expect_match("${OUT}" "^{\"ok\": true, \"file\": \".*attention_config.yaml\", \"models\": 8, \"presets\": [0-9]+}" "check-config --json")
   psa_expect(1 check-config --json missing.yaml)
   expect_match("${OUT}" "^{\"ok\": false, \"file\": \"missing.yaml\", \"status\": \"PSA_ERR_IO\", \"message\": \"path = missing.yaml: cannot open" "check-config --json failure")
   # step_pinned agrees with the text ("pinned to warmup_steps"): the command always pins.

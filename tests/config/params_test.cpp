@@ -155,7 +155,7 @@ TEST(ConfigParamTable, NamesAreUniqueAndYamlStyle) {
 TEST(ConfigParamTable, BoundsOfSetsEnumsAndOpenIntervals) {
   EXPECT_EQ(info(PSA_PARAM_BLOCK_N).lower, 32);
   EXPECT_EQ(info(PSA_PARAM_BLOCK_N).upper, 128);
-  EXPECT_EQ(info(PSA_PARAM_METHOD).upper, PSA_METHOD_ADA_BSA);
+  EXPECT_EQ(info(PSA_PARAM_METHOD).upper, PSA_METHOD_PSA_CAUSAL);
   EXPECT_EQ(info(PSA_PARAM_USE_SIM_MASK).upper, 1);
   EXPECT_EQ(info(PSA_PARAM_SPARSITY).lower, 0.0);
   EXPECT_LT(info(PSA_PARAM_SPARSITY).upper, 1.0);       // [0, 1): 1 is not allowed
@@ -173,8 +173,8 @@ TEST(ConfigParamTable, SetMembershipIsChecked) {
   EXPECT_TRUE(message_has("block_size.tile_n = 24: allowed 16, 32, 64, 128"));
   EXPECT_EQ(psa_config_set_int(c, PSA_PARAM_SAMPLE_DIVISOR, 3), PSA_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(message_has("sample_divisor = 3: allowed 1, 2, 4, 8, 16"));
-  EXPECT_EQ(psa_config_set_int(c, PSA_PARAM_MASK_MODE, 2), PSA_ERR_INVALID_ARGUMENT);
-  EXPECT_TRUE(message_has("mask_mode = 2: allowed 0 (topk), 1 (thresholdbound)"));
+  EXPECT_EQ(psa_config_set_int(c, PSA_PARAM_MASK_MODE, 3), PSA_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("mask_mode = 3: allowed 0 (topk), 1 (thresholdbound), 2 (energybound)"));
   EXPECT_EQ(psa_config_set_int(c, PSA_PARAM_CAUSAL, 2), PSA_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(message_has("causal = 2"));
   EXPECT_EQ(psa_config_set_double(c, PSA_PARAM_SPARSITY, 1.0), PSA_ERR_INVALID_ARGUMENT);

@@ -1,6 +1,6 @@
 // tests/cuda/level_map_cuda_test.cpp -- psa_context_get_level_map on the CUDA backend: the
 // exported map is the map the forward used (the workspace's copy) and equals the CPU mask
-// builder run on the device's own block scores; it agrees with the CPU backend's map on the
+// builder run on the device's own block scores and tie masses; it agrees with the CPU backend's map on the
 // same bf16 input; it survives workspace reuse and follows CUDA graph replays; dense forwards
 // report 1; the pictures of a CUDA context equal those of its exported map. Skips without a
 // device.
@@ -139,9 +139,10 @@ TEST(CudaLevelMap, ExportedMapIsTheForwardsAndEqualsCpuMaskOfDeviceScores) {
       const psa::CudaWorkspaceLayout w = psa::cuda_workspace_layout(plan, slots);
       const int64_t mq = plan.q_blocks, nk = plan.k_blocks, rows = c.B * c.Hq;
       std::vector<int8_t> ws_levels(static_cast<size_t>(rows * mq * nk));
-      std::vector<float> scores(static_cast<size_t>(rows * mq * nk));
+      std::vector<float> scores(static_cast<size_t>(rows * mq * nk)), ties(scores.size());
       PSA_CUDA_OK(cudaMemcpy(ws_levels.data(), run.ws.get() + w.levels, ws_levels.size(), cudaMemcpyDeviceToHost));
       PSA_CUDA_OK(cudaMemcpy(scores.data(), run.ws.get() + w.scores, scores.size() * 4, cudaMemcpyDeviceToHost));
+      PSA_CUDA_OK(cudaMemcpy(ties.data(), run.ws.get() + w.ties, ties.size() * 4, cudaMemcpyDeviceToHost));
       EXPECT_EQ(ws_levels, map);
       // The CPU mask builder on those scores (no similarity cap, no causal mask).
       std::vector<int8_t> oracle(map.size());
@@ -160,7 +161,8 @@ TEST(CudaLevelMap, ExportedMapIsTheForwardsAndEqualsCpuMaskOfDeviceScores) {
       for (int64_t r = 0; r < rows; ++r) {
         int8_t* lv = oracle.data() + r * mq * nk;
         for (int64_t i = 0; i < mq; ++i)
-          psa::build_mask_row(scores.data() + (r * mq + i) * nk, nk, rp, lv + i * nk, order.data(), nullptr);
+          psa::build_mask_row(scores.data() + (r * mq + i) * nk, nk, rp, lv + i * nk, order.data(), nullptr,
+                              ties.data() + (r * mq + i) * nk);
         psa::postprocess_levels(lv, mq, nk, post);
       }
       EXPECT_EQ(oracle, map) << "mode " << mode << " block_n " << bn;

@@ -178,8 +178,9 @@ TEST(Pipeline, EveryShippedPresetRunsAndStaysCloseToDense) {
       psa_config* c = nullptr;
       PSA_ASSERT_OK(psa_catalog_get_config(cat, model, preset, &c));
       ConfigPtr cfg(c);
-      int64_t method = 0, text = 0;
+      int64_t method = 0, text = 0, causal = 0;
       PSA_ASSERT_OK(psa_config_get_int(c, PSA_PARAM_METHOD, &method));
+      PSA_ASSERT_OK(psa_config_get_int(c, PSA_PARAM_CAUSAL, &causal));
       if (method == PSA_METHOD_RF_V2 || method == PSA_METHOD_ADA_BSA) continue;  // separate suite
       PSA_ASSERT_OK(psa_config_get_int(c, PSA_PARAM_TEXT_LENGTH, &text));
       psa_context* raw = nullptr;
@@ -219,7 +220,7 @@ TEST(Pipeline, EveryShippedPresetRunsAndStaysCloseToDense) {
       for (int64_t hh = 0; hh < 2; ++hh) {
         const auto want = psa_test::ref_attention(q.head(0, hh), L, k.head(0, hh), v.head(0, hh), L, d,
                                                   1.0 / std::sqrt(double(d)),
-                                                  [](int64_t, int64_t) { return true; });
+                                                  [causal](int64_t x, int64_t t) { return !causal || t <= x; });
         const auto got = out.head(0, hh);
         for (float g : got) ASSERT_TRUE(std::isfinite(g));
         // Sparse attention on smooth inputs: close to dense (bf16 I/O included).

@@ -65,10 +65,11 @@ class Method(_WordEnum):
     DENSE = capi.PSA_METHOD_DENSE
     RF_V2 = capi.PSA_METHOD_RF_V2
     ADA_BSA = capi.PSA_METHOD_ADA_BSA
+    PSA_CAUSAL = capi.PSA_METHOD_PSA_CAUSAL
 
     @classmethod
     def _words(cls) -> Dict[int, str]:
-        return {0: "psa", 1: "dense", 2: "rf_v2", 3: "ada_bsa"}
+        return {0: "psa", 1: "dense", 2: "rf_v2", 3: "ada_bsa", 4: "psa_causal"}
 
 
 class MaskMode(_WordEnum):
@@ -76,10 +77,11 @@ class MaskMode(_WordEnum):
 
     TOPK = capi.PSA_MASK_MODE_TOPK
     THRESHOLDBOUND = capi.PSA_MASK_MODE_THRESHOLDBOUND
+    ENERGYBOUND = capi.PSA_MASK_MODE_ENERGYBOUND
 
     @classmethod
     def _words(cls) -> Dict[int, str]:
-        return {0: "topk", 1: "thresholdbound"}
+        return {0: "topk", 1: "thresholdbound", 2: "energybound"}
 
 
 class MaskFormat(_WordEnum):

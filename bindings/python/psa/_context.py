@@ -140,6 +140,7 @@ class Context:
                                                     _lookup(_BACKENDS, backend, "backend"),
                                                     int_arg("device", device, 32))
         self._workspace: Optional[Tuple[Any, int, Tuple[str, int]]] = None
+        self._blocks = (int(config["block_size.m"]), int(config["block_size.n"]))
 
     # -- lifetime ----------------------------------------------------------------------
     def close(self) -> None:
@@ -325,6 +326,82 @@ class Context:
                                    ws_address or None, ws_bytes, stream_int or None)
         del tq, tk, tv, ws_keep, lse_keep  # the capsules stay alive until the call returned
         return (out, lse_obj) if lse_obj is not None else out
+
+
+    # ---- the PSA ring: the level map and the attention of one K/V shard -------------------
+    def compute_level_map(self, q: Any, k: Any, layout: str = "bhld",
+                          stream: StreamLike = None, levels: Any = None) -> Any:
+        """The level map [B, H, Mq, Nk] (int8: 0 skip, 1, 2, 4, 8) of the query blocks of `q`
+        against every key block of `k`, as a forward on (q, k) builds it; counts as one
+        forward of the context (step, warm-up, statistics). q and k in the computing order
+        (the context must not rearrange: psa_compute_level_map). `levels`: a contiguous
+        int8 buffer of that size (default: allocated like q)."""
+        if stream is None:
+            stream = framework_stream(q) if is_cuda_object(q) else None
+        stream_int = stream_handle(stream)
+        tq = describe(q, "q", layout, stream_int)
+        tk = describe(k, "k", layout, stream_int)
+        check_same_device(tq, (("k", tk),))
+        needed = int(capi.psa_level_map_workspace_size(self.handle, tq.desc, tk.desc))
+        bm, bn = self._blocks
+        b, h, lq = (int(tq.desc.get_shape(i)) for i in range(3))
+        lk = int(tk.desc.get_shape(2))
+        shape = (b, h, -(-lq // bm), -(-lk // bn))
+        if levels is None:
+            levels = allocate(q, tq.device, nbytes=shape[0] * shape[1] * shape[2] * shape[3])
+            levels = _as_int8(levels, shape)
+        address, nbytes, _, keep = describe_flat(levels, "levels", stream_int)
+        if nbytes != shape[0] * shape[1] * shape[2] * shape[3]:
+            raise ValueError("levels: %d bytes; expected int8 %r" % (nbytes, shape))
+        ws = allocate(q, tq.device, nbytes=max(needed, 1))
+        ws_address, _, _, ws_keep = describe_flat(ws, "workspace", stream_int)
+        capi.psa_compute_level_map(self.handle, tq.desc, tq.address, tk.desc, tk.address,
+                                   address, ws_address, needed, stream_int or None)
+        del tq, tk, keep, ws_keep
+        return levels
+
+    def shard_attention(self, q: Any, k: Any, v: Any, levels: Any, key_block_begin: int,
+                        layout: str = "bhld", stream: StreamLike = None) -> Tuple[Any, Any]:
+        """``(out, lse)``: the attention of `q` against the K/V shard (k, v) whose key blocks
+        are columns [key_block_begin, key_block_begin + ceil(Lk / block_size.n)) of `levels`
+        (from compute_level_map); merging every shard's result with psa.merge_attention
+        gives the forward on the whole K/V (psa_shard_attention)."""
+        if stream is None:
+            stream = framework_stream(q) if is_cuda_object(q) else None
+        stream_int = stream_handle(stream)
+        tq = describe(q, "q", layout, stream_int)
+        tk = describe(k, "k", layout, stream_int)
+        tv = describe(v, "v", layout, stream_int)
+        check_same_device(tq, (("k", tk), ("v", tv)))
+        shape = tuple(getattr(levels, "shape", ()))
+        if len(shape) != 4:
+            raise ValueError("levels: shape %r; expected [B, H, Mq, Nk] int8" % (shape,))
+        address, _, _, keep = describe_flat(levels, "levels", stream_int)
+        out = allocate(q, tq.device)
+        to = describe(out, "out", layout, stream_int)
+        b, h, lq = (int(to.desc.get_shape(i)) for i in range(3))
+        lse = allocate(q, tq.device, shape=(b, h, lq), float32=True)
+        lse_address, _, _, lse_keep = describe_flat(lse, "lse", stream_int)
+        needed = int(capi.psa_shard_attention_workspace_size(self.handle, tq.desc, tk.desc,
+                                                             tv.desc, to.desc))
+        ws = allocate(q, tq.device, nbytes=max(needed, 1))
+        ws_address, _, _, ws_keep = describe_flat(ws, "workspace", stream_int)
+        capi.psa_shard_attention(self.handle, tq.desc, tq.address, tk.desc, tk.address,
+                                 tv.desc, tv.address, address, int(shape[3]),
+                                 int_arg("key_block_begin", key_block_begin), to.desc,
+                                 to.address, lse_address, ws_address, needed,
+                                 stream_int or None)
+        del tq, tk, tv, to, keep, lse_keep, ws_keep
+        return out, lse
+
+
+def _as_int8(buffer: Any, shape: Tuple[int, int, int, int]) -> Any:
+    """A uint8 byte buffer from allocate() viewed as int8 of `shape`."""
+    if hasattr(buffer, "view") and type(buffer).__module__.split(".")[0] == "torch":
+        import torch
+
+        return buffer.view(torch.int8).view(shape)
+    return buffer.view("int8").reshape(shape)
 
 
 def check_same_device(first: Tensor, others: Tuple[Tuple[str, Tensor], ...],

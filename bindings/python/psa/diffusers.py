@@ -50,12 +50,16 @@ first run). How steps are counted (``step_source``):
 :func:`stats` reports each transformer's step, grid and dense/sparse call counts (the call
 counts cover eager forwards only: a compiled transformer does not update them).
 
-Sequence parallelism (Wan): ``enable_psa(..., parallel={"ulysses_degree": 2,
-"ring_degree": 2})`` or :func:`psa.distributed.enable_sequence_parallel` shard the tokens
-after the patch embedding (RoPE tables, hidden states, a per-token timestep) in the preset's
-token order, run the blocks on each rank's share with self-attention through
+Sequence parallelism: ``enable_psa(..., parallel={"ulysses_degree": 2, "ring_degree": 2})``
+or :func:`psa.distributed.enable_sequence_parallel` shard the tokens after the patch
+embedding (Wan: RoPE tables, hidden states, a per-token timestep; CogVideoX: the joint text +
+video sequence, split back into the rank's text and video tokens, and the RoPE tables) in
+the preset's token order, run the blocks on each rank's share with self-attention through
 :class:`psa.distributed.SequenceParallel`, and gather the output of ``proj_out`` before
-unpatchify: every rank returns the single-process output.
+unpatchify: every rank returns the single-process output. Under torch.compile the parallel
+attention and the gathers are custom ops (``psa::sp_attention``, ``psa::sp_gather``): run
+one eager forward per latent grid first (it builds the grid's SequenceParallel, which
+creates process groups).
 
 Supported versions: diffusers 0.42 (tested with 0.42.1, torch 2.15.0); the processors
 mirror that version's ``WanAttnProcessor`` and ``CogVideoXAttnProcessor2_0``, and
@@ -120,8 +124,10 @@ class _State:
         # sequence parallelism (enable_psa(parallel=...)): the SequenceParallel arguments,
         # one SequenceParallel per grid, the one of the current forward, the shard hooks
         self.parallel: Optional[Dict[str, Any]] = None
-        self.sp_by_grid: Dict[Tuple[int, int, int], Any] = {}
+        self.sp_by_grid: Dict[Tuple[int, ...], Any] = {}
         self.sp: Any = None
+        self.cog_layout: Optional[_CogShard] = None  # CogVideoX: this forward's token split
+        self.cog_layouts: Dict[Tuple[int, ...], _CogShard] = {}
         self.parallel_hooks: List[Any] = []
 
     def set_step(self, step: int) -> None:
@@ -347,7 +353,8 @@ class PsaCogVideoXAttnProcessor(CogVideoXAttnProcessor2_0):  # type: ignore[misc
             query = attn.norm_q(query)
         if attn.norm_k is not None:
             key = attn.norm_k(key)
-        if image_rotary_emb is not None:
+        if image_rotary_emb is not None and sequence_length > text_seq_length:
+            # (a sequence-parallel rank may hold text tokens only)
             from diffusers.models.embeddings import apply_rotary_emb
 
             query[:, :, text_seq_length:] = apply_rotary_emb(query[:, :, text_seq_length:],
@@ -355,11 +362,22 @@ class PsaCogVideoXAttnProcessor(CogVideoXAttnProcessor2_0):  # type: ignore[misc
             if not attn.is_cross_attention:
                 key[:, :, text_seq_length:] = apply_rotary_emb(key[:, :, text_seq_length:],
                                                                image_rotary_emb)
-        hidden_states = _psa(self.psa_state, query, key, value, "bhld", text_seq_length)
+        layout = self.psa_state.cog_layout
+        if layout is not None and not layout.text_first_in_shard:
+            # sequence parallel, text after the video in this rank's shard (Gilbert order
+            # moves the text last): the shard's order is [video, text]
+            query, key, value = (torch.cat([x[:, :, text_seq_length:], x[:, :, :text_seq_length]],
+                                           dim=2) for x in (query, key, value))
+        text_length = layout.text_length if layout is not None else text_seq_length
+        hidden_states = _psa(self.psa_state, query, key, value, "bhld", text_length)
         hidden_states = hidden_states.transpose(1, 2).reshape(batch_size, -1,
                                                               attn.heads * head_dim)
         hidden_states = attn.to_out[0](hidden_states)
         hidden_states = attn.to_out[1](hidden_states)
+        if layout is not None and not layout.text_first_in_shard:
+            hidden_states, encoder_hidden_states = hidden_states.split(
+                [hidden_states.size(1) - text_seq_length, text_seq_length], dim=1)
+            return hidden_states, encoder_hidden_states
         encoder_hidden_states, hidden_states = hidden_states.split(
             [text_seq_length, hidden_states.size(1) - text_seq_length], dim=1)
         return hidden_states, encoder_hidden_states
@@ -453,18 +471,142 @@ def _parallel_args(parallel: Any) -> Dict[str, Any]:
     return dict(parallel)
 
 
-def _sequence_parallel(state: _State, grid: Tuple[int, int, int]) -> Any:
-    """The SequenceParallel of `grid` (one per grid; constructing one is collective, and
-    every rank's forward sees the same latent shape)."""
-    sp = state.sp_by_grid.get(grid)
+def _sequence_parallel(state: _State, grid: Tuple[int, int, int], text_length: int = 0) -> Any:
+    """The SequenceParallel of `grid` (+ text tokens; one per shape: constructing one is
+    collective, and every rank's forward sees the same latent shape)."""
+    shape = tuple(grid) + (text_length,)
+    sp = state.sp_by_grid.get(shape)
     if sp is None:
         from .distributed import SequenceParallel
 
         assert state.parallel is not None
         sp = SequenceParallel(grid=grid, config=psa_torch.config_from_key(state.key),
+                              text_length=text_length, text_first=state.text_first,
                               **state.parallel)
-        state.sp_by_grid[grid] = sp
+        state.sp_by_grid[shape] = sp
     return sp
+
+
+class _CogShard:
+    """CogVideoX under sequence parallelism: which of the whole sequence's text and video
+    tokens (text first, then t*h*w video tokens) this rank holds, in the shard's order.
+
+    The blocks keep text and video in two streams (``encoder_hidden_states``,
+    ``hidden_states``); every layer but self-attention is per token (the norms' text and
+    video gates alike). A rank's shard of the preset's token order (Gilbert: text moved
+    last; :meth:`SequenceParallel.shard`) splits into its text tokens (``text_index``) and
+    its video tokens (``video_index``); the text is one contiguous run of the order, so it
+    sits either before or after the shard's video tokens (``text_first_in_shard``), which
+    is how the processor lays the shard out for the attention."""
+
+    def __init__(self, sp: Any, text_length: int) -> None:
+        T = text_length
+        assert sp.order is not None
+        order = sp.order
+        self.text_length = T
+        bounds = sp.bounds()
+        a, b = bounds[sp.index]
+        mine = order[a:b]
+        self.text_index = mine[mine < T].contiguous()
+        self.video_index = (mine[mine >= T] - T).contiguous()
+        n_text = int(self.text_index.numel())
+        self.text_first_in_shard = bool(n_text == 0 or int(mine[0]) < T)
+        # the video tokens of every rank, concatenated in rank order (the gather's order)
+        self.video_order = (order[order >= T] - T).contiguous()
+        self.video_lengths = [int((order[x:y] >= T).sum()) for x, y in bounds]
+        self._on: Dict[Any, Tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def indices(self, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+        found = self._on.get(device)
+        if found is None:
+            found = (self.text_index.to(device), self.video_index.to(device))
+            self._on[device] = found
+        return found
+
+    def gather_video(self, x: torch.Tensor, sp: Any) -> torch.Tensor:
+        """The whole video sequence (dim 1, the caller's order) from every rank's video
+        tokens."""
+        if torch.compiler.is_compiling():
+            from . import _distributed_ops
+
+            full = _distributed_ops.gather_pieces(sp, x, 1, self.video_lengths)
+        else:
+            from .distributed import _gather_pieces
+
+            full = _gather_pieces(x, 1, self.video_lengths, sp.group)
+        out = torch.empty_like(full)
+        out.index_copy_(1, self.video_order.to(full.device), full)
+        return out
+
+
+_COG_ROPE_INDEX = 5  # CogVideoXTransformer3DModel.forward's image_rotary_emb
+
+
+def _install_cogvideox_parallel_hooks(state: _State, transformer: Any) -> None:
+    """CogVideoX: the rank's text and video tokens are cut out at the input of
+    ``transformer_blocks.0`` (the RoPE tables, a forward argument, at the transformer's
+    input), the blocks, ``norm_final``, ``norm_out`` and ``proj_out`` run on them, and the
+    video tokens of ``proj_out``'s output are gathered before unpatchify."""
+    def enter(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        state.sp = None
+        state.cog_layout = None
+        if state.grid is None:
+            return None
+        text = _argument(args, kwargs, _COG_ARGS, "encoder_hidden_states")
+        text_length = int(text.shape[1])
+        sp = _sequence_parallel(state, state.grid, text_length)
+        shape = tuple(state.grid) + (text_length,)
+        layout = state.cog_layouts.get(shape)
+        if layout is None:
+            layout = _CogShard(sp, text_length)
+            state.cog_layouts[shape] = layout
+        state.sp = sp
+        state.cog_layout = layout
+        name = "image_rotary_emb"
+        rope = (kwargs[name] if name in kwargs else
+                args[_COG_ROPE_INDEX] if len(args) > _COG_ROPE_INDEX else None)
+        if rope is None:
+            return None
+        _, video_index = layout.indices(rope[0].device)
+        local = tuple(x.index_select(-2, video_index) for x in rope)
+        if name in kwargs:
+            return args, dict(kwargs, image_rotary_emb=local)
+        return args[:_COG_ROPE_INDEX] + (local,) + args[_COG_ROPE_INDEX + 1:], kwargs
+
+    def leave(module: Any, args: Tuple[Any, ...], output: Any) -> None:
+        state.sp = None
+        state.cog_layout = None
+
+    def first_block(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        layout = state.cog_layout
+        if layout is None:
+            return None
+        names = ("hidden_states", "encoder_hidden_states")
+        values = [kwargs[n] if n in kwargs else args[i] for i, n in enumerate(names)]
+        text_index, video_index = layout.indices(values[0].device)
+        video = values[0].index_select(1, video_index)
+        text = values[1].index_select(1, text_index)
+        kwargs = dict(kwargs)
+        positional = list(args)
+        for i, (n, x) in enumerate(zip(names, (video, text))):
+            if n in kwargs:
+                kwargs[n] = x
+            else:
+                positional[i] = x
+        return tuple(positional), kwargs
+
+    def proj_out(module: Any, args: Tuple[Any, ...], output: Any) -> Any:
+        if state.cog_layout is None:
+            return None
+        return state.cog_layout.gather_video(output, state.sp)
+
+    state.parallel_hooks = [
+        transformer.register_forward_pre_hook(enter, with_kwargs=True),
+        transformer.register_forward_hook(leave),
+        transformer.transformer_blocks[0].register_forward_pre_hook(first_block,
+                                                                    with_kwargs=True),
+        transformer.proj_out.register_forward_hook(proj_out),
+    ]
 
 
 def _install_parallel_hooks(state: _State, transformer: Any) -> None:
@@ -535,7 +677,8 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
     overrides: parameters set on the preset (``warmup_steps=0``, or
         ``**{"mask_ratios.1": 0.3}`` for dotted names).
     step_source: "auto", "scheduler", "timestep" or "manual" (see the module doc).
-    parallel: runs the transformer sequence-parallel over torch.distributed (Wan only):
+    parallel: runs the transformer sequence-parallel over torch.distributed (Wan and
+        CogVideoX):
         a dict of :class:`psa.distributed.SequenceParallel` arguments (``ulysses_degree``,
         ``ring_degree``, ``group``, ``ring_impl``, ``timeout``); every rank of the group
         calls enable_psa and the transformer with the same inputs and gets the whole
@@ -555,11 +698,6 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
     if parallel is not None:
         parallel_args = _parallel_args(parallel)
         for transformer, kind in zip(transformers, kinds):
-            if kind != "wan":
-                raise TypeError("parallel: sequence parallelism supports "
-                                "WanTransformer3DModel; %s keeps its text tokens in a "
-                                "separate stream (run it on one process)"
-                                % type(transformer).__name__)
             if getattr(transformer, "_parallel_config", None) is not None:
                 raise RuntimeError("parallel: %s already runs diffusers' context "
                                    "parallelism (enable_parallelism); use one or the other"
@@ -600,7 +738,10 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
                                                            with_kwargs=True)
         if parallel_args is not None:
             state.parallel = parallel_args
-            _install_parallel_hooks(state, transformer)
+            if kind == "wan":
+                _install_parallel_hooks(state, transformer)
+            else:
+                _install_cogvideox_parallel_hooks(state, transformer)
         transformer.__dict__[_STATE_ATTR] = state
         states.append(state)
     if source == "scheduler":

@@ -25,18 +25,40 @@ two ranks; Ulysses pieces inside a ring shard are equal up to the last one.
 
 Ulysses: the ulysses group exchanges sequence pieces for head groups (all_to_all), runs
 libpsa on H / ulysses_degree heads with ``head_offset`` (the importance samples of the whole
-tensor's heads), and exchanges back. Ring: the mask of a query block needs its importance
-against every key block of the sequence, so the ring group all-gathers K and V once per
-forward and each rank runs its query shard against the whole K/V: the same masks, levels
-and softmax as one process. Cost per rank: K and V of the whole sequence for its head
-group (2 * L * Hkv/U * D elements) and the all-gather's traffic, the same volume a ring
-pass moves. With ``ring_impl="p2p"`` and the dense method, K/V shards travel round the
-ring instead (send/recv, no full K/V) and the partial results are merged through their
-float32 log-sum-exps (:func:`psa.merge_attention`).
+tensor's heads), and exchanges back.
+
+Ring (``ring_impl="p2p"``, the default where it applies): the mask of a query block needs
+its importance against every key block of the sequence, so the ring group first
+all-gathers K only (not V) and each rank builds the level map of its query shard against
+every key block (:meth:`psa.Context.compute_level_map`: the same ranking, levels, text
+rules and similarity cap as one process), then drops the gathered K. The K/V shards then
+travel round the ring (batch_isend_irecv; on GPUs the next shard's transfer overlaps the
+current shard's attention), each shard is attended at its columns of the map with pyramids
+pooled from the shard itself (:meth:`psa.Context.shard_attention`), and the partial results
+are merged through their float32 log-sum-exps (:func:`psa.merge_attention`). Memory per
+rank: the whole K for the map (L * Hkv/U * D elements, transient) plus two K/V shards
+(4 * L/R * Hkv/U * D), against 2 * L * Hkv/U * D for the all-gather of K and V; traffic:
+the K all-gather ((R-1)/R * L * Hkv/U * D) plus R-1 shard passes of K and V (2 * (R-1)/R *
+L * Hkv/U * D), i.e. 1.5x the all-gather ring's volume, in exchange for never holding the
+whole V. (The importance reads only block_size.n / sample_divisor sampled keys of each
+block, a quarter with the default divisor 4, but the similarity cap compares every token
+of neighbouring key blocks; the whole K keeps the map equal to the single-process one for
+every preset.) Key shards start at key block boundaries, so ring shards of whole query
+blocks need block_size.m to be a multiple of block_size.n. ``ring_impl="allgather"`` keeps
+the previous ring: K and V all-gathered once per forward, each rank's query shard against
+the whole K/V (bit-exact with one process; the only ring for ada_bsa, for block sizes
+where p2p does not apply, and on CUDA tensors until the CUDA backend has the level-map
+entries). The dense method's p2p ring passes shards and merges the same way, without a map.
 
 Agreement: the first forward of each shape checks collectively (all_gather with a timeout)
 that every rank has the same config, grid, degrees and shapes; a mismatch, or a rank that
 does not arrive, raises on every rank that arrived instead of hanging.
+
+torch.compile: traced, :meth:`SequenceParallel.attention` and :meth:`SequenceParallel.gather`
+are one custom op each (``psa::sp_attention``, ``psa::sp_gather``; the SequenceParallel is a
+constant handle of the graph), so ``torch.compile(fullgraph=True)`` needs no graph break for
+them. Construct the SequenceParallel outside the compiled code (it creates process groups)
+and give it a grid (without one, the ranks' lengths are gathered by a collective: eager).
 """
 
 from __future__ import annotations
@@ -113,8 +135,10 @@ class SequenceParallel:
         :meth:`shard` / :meth:`gather`). False: the caller's own order; allowed when
         ring_degree is 1 (each rank then sees the whole sequence of its heads and libpsa
         rearranges it itself).
-    ring_impl: "allgather" (default, any method: K/V gathered once per forward) or "p2p"
-        (dense method only: K/V shards passed round the ring, results merged by LSE).
+    ring_impl: "auto" (default: "p2p" where it applies, else "allgather"), "p2p" (types psa
+        and dense: K/V shards passed round the ring, results merged by LSE; psa builds its
+        level map against the all-gathered K first) or "allgather" (any method: K and V
+        gathered once per forward).
     timeout: seconds the agreement check waits for every rank.
     Constructing it is collective (it creates the ulysses and ring subgroups): every rank
     of the world must construct its SequenceParallel in the same order.
@@ -124,7 +148,7 @@ class SequenceParallel:
                  text_first: Optional[bool] = None, model: Optional[str] = None,
                  preset: Optional[str] = None, config: ConfigLike = None,
                  ulysses_degree: Optional[int] = None, ring_degree: int = 1,
-                 group: Any = None, permute: bool = True, ring_impl: str = "allgather",
+                 group: Any = None, permute: bool = True, ring_impl: str = "auto",
                  timeout: float = 60.0) -> None:
         if not dist.is_available() or not dist.is_initialized():
             raise SequenceParallelError(
@@ -149,9 +173,9 @@ class SequenceParallel:
             raise SequenceParallelError(
                 "ulysses_degree x ring_degree = %d x %d = %d, but the group has %d ranks"
                 % (ulysses_degree, ring_degree, ulysses_degree * ring_degree, size))
-        if ring_impl not in ("allgather", "p2p"):
-            raise SequenceParallelError("ring_impl = %r: expected 'allgather' or 'p2p'"
-                                        % (ring_impl,))
+        if ring_impl not in ("auto", "allgather", "p2p"):
+            raise SequenceParallelError("ring_impl = %r: expected 'auto', 'allgather' or "
+                                        "'p2p'" % (ring_impl,))
         if not permute and ring_degree > 1:
             raise SequenceParallelError(
                 "permute = False with ring_degree = %d: ring shards must be cut in the "
@@ -239,11 +263,19 @@ class SequenceParallel:
                 raise SequenceParallelError(
                     "type = rf_v2 with ring_degree = %d: rf_v2 orders tokens itself; use "
                     "ulysses_degree only" % R)
-            if ring_impl == "p2p" and method != int(Method.DENSE):
+            p2p_ok = method == int(Method.DENSE) or (
+                method == int(Method.PSA) and
+                int(self.config["block_size.m"]) % int(self.config["block_size.n"]) == 0)
+            if ring_impl == "p2p" and not p2p_ok:
                 raise SequenceParallelError(
-                    "ring_impl = 'p2p' needs the dense method (type = dense): a PSA mask "
-                    "row needs every key block; use ring_impl = 'allgather'")
+                    "ring_impl = 'p2p' needs type psa with block_size.m a multiple of "
+                    "block_size.n (key shards start at key block boundaries), or type dense; "
+                    "use ring_impl = 'allgather'")
+            if ring_impl == "auto":
+                self.ring_impl = "p2p" if p2p_ok else "allgather"
         self.block_m = int(self.config["block_size.m"])
+        self._ring_contexts: Dict[Any, Any] = {}
+        self.last_levels: Any = None
         self._checked: Dict[Any, bool] = {}
         self._fingerprint = self._inner.fingerprint()
 
@@ -270,9 +302,14 @@ class SequenceParallel:
     def gather(self, x: torch.Tensor, dim: int = 1) -> torch.Tensor:
         """The whole sequence from every rank's piece `x` (all_gather), in the caller's order
         (the inverse of :meth:`shard`)."""
-        bounds = (self.bounds() if self.seq_len is not None
-                  else self._bounds_no_grid(x.shape[dim]))
-        full = _gather_pieces(x, dim, [b - a for a, b in bounds], self.group)
+        lengths = [b - a for a, b in (self.bounds() if self.seq_len is not None
+                                      else self._bounds_no_grid(x.shape[dim]))]
+        if torch.compiler.is_compiling():  # one custom op node (psa::sp_gather)
+            from . import _distributed_ops
+
+            full = _distributed_ops.gather_pieces(self, x, dim, lengths)
+        else:
+            full = _gather_pieces(x, dim, lengths, self.group)
         if self.order is None:
             return full
         out = torch.empty_like(full)
@@ -356,6 +393,11 @@ class SequenceParallel:
         larger tensor (CFG parallelism: the uncond rank passes its batch offset)."""
         if layout not in ("blhd", "bhld"):
             raise ValueError("layout = %r: expected 'blhd' or 'bhld'" % (layout,))
+        if torch.compiler.is_compiling():  # one custom op node (psa::sp_attention)
+            from . import _distributed_ops
+
+            return _distributed_ops.attention(self, q, k, v, layout, step, head_offset,
+                                              batch_offset)
         if layout == "bhld":
             q, k, v = (x.transpose(1, 2) for x in (q, k, v))
         key = (tuple(q.shape), tuple(k.shape), str(q.dtype), q.device.type, step,
@@ -393,7 +435,9 @@ class SequenceParallel:
         # 2. Ring: the queries of this ring shard against every key block.
         if R > 1:
             ring_lengths = [sum(b - a for a, b in bounds[r * U:(r + 1) * U]) for r in range(R)]
-            if self.ring_impl == "p2p":
+            p2p = self.ring_impl == "p2p" and not (
+                q.device.type == "cuda" and int(cfg["type"]) == int(Method.PSA))
+            if p2p:
                 out = self._ring_p2p(q, k, v, cfg, ring_lengths, step)
             else:
                 k = _gather_pieces(k, 1, ring_lengths, self._ring_group)
@@ -423,6 +467,17 @@ class SequenceParallel:
     def _ring_p2p(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Config,
                   lengths: List[int], step: Optional[int]) -> torch.Tensor:
         R, me = self.ring_degree, self.ring_index
+        ctx = levels = None
+        if int(cfg["type"]) == int(Method.PSA):
+            # The level map of this query shard against every key block: K only is gathered
+            # (the map never needs V), and dropped once the map is built.
+            ctx = self._ring_context(cfg, q)
+            k_full = _gather_pieces(k, 1, lengths, self._ring_group)
+            ctx.set_step(step if step is not None else int(cfg["warmup_steps"]))
+            levels = ctx.compute_level_map(q, k_full, layout="blhd")
+            del k_full
+            self.last_levels = levels
+            block_n = int(cfg["block_size.n"])
         cap = max(lengths)
         kv = torch.stack([_pad_seq(k, cap), _pad_seq(v, cap)])
         nxt = self._ring_ranks[(me + 1) % R]
@@ -437,7 +492,13 @@ class SequenceParallel:
                 ops = [dist.P2POp(dist.isend, kv, nxt, self._ring_group),
                        dist.P2POp(dist.irecv, incoming, prv, self._ring_group)]
                 reqs = dist.batch_isend_irecv(ops)
-            if n:
+            if n and ctx is not None:
+                begin = sum(lengths[:src]) // block_n
+                o, lse = ctx.shard_attention(q, kv[0, :, :n], kv[1, :, :n], levels, begin,
+                                             layout="blhd")
+                outs.append(o)
+                lses.append(lse)
+            elif n:
                 o, lse = self._local(q, kv[0, :, :n], kv[1, :, :n], cfg, step, True)
                 outs.append(o)
                 lses.append(lse)
@@ -449,6 +510,23 @@ class SequenceParallel:
         merged = merge_attention(outs, [x.contiguous() for x in lses], layout="blhd",
                                  return_lse=False)
         return merged
+
+    def _ring_context(self, cfg: Config, q: torch.Tensor) -> Any:
+        """The context of this rank's level maps and shard attentions (the whole grid, no
+        rearrangement: the shards are in the computing order), one per config and device."""
+        from ._context import Context
+
+        device = q.device
+        key = (cfg.fingerprint(), device.type, device.index)
+        ctx = self._ring_contexts.get(key)
+        if ctx is None:
+            ctx = Context(cfg, backend="cuda" if device.type == "cuda" else "cpu",
+                          device=device.index if device.index is not None else -1)
+            if self.grid is not None:
+                ctx.set_video_grid(self.grid[0], self.grid[1], self.grid[2],
+                                   self.text_length, self._position)
+            self._ring_contexts[key] = ctx
+        return ctx
 
     def _bounds_no_grid(self, n: int) -> List[Tuple[int, int]]:
         cached = self._checked.get(("bounds", n))
@@ -526,15 +604,17 @@ def _heads_to_seq(x: torch.Tensor, lengths: List[int], U: int, group: Any) -> to
 def enable_sequence_parallel(target: Any, ulysses_degree: Optional[int] = None,
                              ring_degree: int = 1, *, model: Optional[str] = None,
                              preset: Optional[str] = None, group: Any = None,
-                             ring_impl: str = "allgather", timeout: float = 60.0,
+                             ring_impl: str = "auto", timeout: float = 60.0,
                              step_source: str = "auto", **overrides: Any) -> None:
-    """One call for a diffusers Wan pipeline or WanTransformer3DModel: PSA self-attention
+    """One call for a diffusers Wan or CogVideoX pipeline (or WanTransformer3DModel /
+    CogVideoXTransformer3DModel): PSA self-attention
     (:func:`psa.diffusers.enable_psa` with `model`, `preset`, `step_source`, `overrides`)
     run sequence-parallel over `group` with ``ulysses_degree x ring_degree`` ranks.
 
     Every rank calls it (after ``init_process_group``), then runs the same pipeline with the
     same inputs (same seed); the transformer shards its tokens after the patch embedding
-    (the RoPE tables and a per-token timestep alike, in the preset's token order), runs its
+    (the RoPE tables and a per-token timestep alike, in the preset's token order; CogVideoX:
+    the joint text + video sequence, each rank's text and video tokens), runs its
     blocks, output norm and projection on this rank's share, and gathers the tokens before
     unpatchify, so every rank returns the whole output: the single-process PSA output.
     ``psa.diffusers.disable_psa`` undoes it."""

@@ -13,8 +13,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_ranks(script, world, prefix, timeout=240):
-    """{case: [result of rank 0, rank 1, ...], "_seconds": wall time of the run}."""
+def run_ranks(script, world, prefix, timeout=240, args=()):
+    """{case: [result of rank 0, rank 1, ...], "_seconds": wall time of the run}; `args`:
+    further command-line arguments of the worker."""
     outdir = tempfile.mkdtemp(prefix=prefix)
     init_file = os.path.join(outdir, "rendezvous")
     env = dict(os.environ)
@@ -22,7 +23,7 @@ def run_ranks(script, world, prefix, timeout=240):
     env.setdefault("OMP_NUM_THREADS", "1")
     t0 = time.time()
     procs = [subprocess.Popen([sys.executable, os.path.join(HERE, script), str(r), str(world),
-                               init_file, outdir], env=env,
+                               init_file, outdir] + list(args), env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
              for r in range(world)]
     logs = []

@@ -38,6 +38,10 @@ CASES = {
     "ring2_gqa": (2, dict(WAN, ring_degree=2), (1, 4, 2, 64, (4, 8, 32), 0)),
     "ulysses2_natural_order": (2, dict(WAN, ulysses_degree=2, permute=False),
                                (1, 4, 4, 64, (4, 8, 32), 0)),
+    "ring2_wan_allgather": (2, dict(WAN, ring_degree=2, ring_impl="allgather"),
+                            (1, 4, 4, 64, (4, 8, 32), 0)),
+    "ring2_wan_p2p_gqa": (2, dict(WAN, ring_degree=2, ring_impl="p2p"),
+                          (1, 4, 2, 64, (3, 10, 30), 0)),
     "ring2_dense_p2p": (2, dict(model="Wan2.1_1.3b", config={"type": "dense"}, ring_degree=2,
                                 ring_impl="p2p"), (1, 2, 2, 64, (3, 10, 30), 0)),
     "cfg2_batch_offset": (2, None, (2, 4, 4, 64, (4, 8, 32), 0)),
@@ -47,6 +51,11 @@ CASES = {
     # four ranks
     "usp2x2_wan_gilbert": (4, dict(WAN, ulysses_degree=2, ring_degree=2),
                            (1, 4, 4, 64, (4, 8, 32), 0)),
+    "usp2x2_wan_allgather": (4, dict(WAN, ulysses_degree=2, ring_degree=2,
+                                     ring_impl="allgather"), (1, 4, 4, 64, (4, 8, 32), 0)),
+    "ring4_no_gilbert_p2p": (4, dict(NO_GILBERT, ring_degree=4, ring_impl="p2p"),
+                             (1, 2, 2, 64, (4, 8, 32), 0)),
+    "ring4_cogvideo_text_gqa": (4, dict(COG, ring_degree=4), (1, 4, 2, 64, (4, 8, 24), 40)),
     "ring4_wan_gilbert": (4, dict(WAN, ring_degree=4), (1, 2, 2, 64, (4, 8, 32), 0)),
     "ulysses4_cogvideo_gqa": (4, dict(COG, ulysses_degree=4), (1, 8, 4, 64, (4, 8, 24), 40)),
     "usp2x2_cogvideo_text_gqa": (4, dict(COG, ulysses_degree=2, ring_degree=2),
@@ -87,8 +96,37 @@ def run_case(name, rank, world):
     # This rank's rows of the reference, in the shard order.
     ref_local = sp.shard(ref, dim=1)
     out = sp.gather(out_local, dim=1)
-    return {"rel_l2": rel_l2(out, ref), "rel_l2_local": rel_l2(out_local, ref_local)
-            if out_local.numel() else 0.0, "exact": bool(torch.equal(out, ref))}
+    result = {"rel_l2": rel_l2(out, ref), "rel_l2_local": rel_l2(out_local, ref_local)
+              if out_local.numel() else 0.0, "exact": bool(torch.equal(out, ref)),
+              "ring_impl": sp.ring_impl}
+    if sp.last_levels is not None:  # the PSA p2p ring: this rank's rows of the level map
+        result.update(compare_levels(sp, q, k, v, grid, text))
+    return result
+
+
+def compare_levels(sp, q, k, v, grid, text):
+    """This rank's level map against the single-process map of the same heads and query
+    blocks, and the level fractions summed over the ranks against the single process's."""
+    with psa.Context(sp.config, backend="cpu") as ctx:
+        position = ("first" if sp.text_first else "last") if text else "none"
+        ctx.set_video_grid(grid[0], grid[1], grid[2], text, position)
+        ctx.set_step(int(sp.config["warmup_steps"]))
+        ctx.forward(q, k, v, layout="blhd")
+        whole = ctx.level_map()
+    U = sp.ulysses_degree
+    heads = q.shape[2] // U
+    h0 = sp.ulysses_index * heads
+    qb0 = sp.bounds()[sp.ring_index * U][0] // sp.block_m
+    mine = sp.last_levels.numpy()
+    ref = whole[:, h0:h0 + heads, qb0:qb0 + mine.shape[2]]
+    counts = torch.tensor([int((mine == lv).sum()) for lv in (1, 2, 4, 8, 0)],
+                          dtype=torch.int64)
+    # Each ulysses index holds other heads, each ring index other query blocks: the sum
+    # over all ranks covers the whole map once.
+    dist.all_reduce(counts)
+    ref_counts = [int((whole == lv).sum()) for lv in (1, 2, 4, 8, 0)]
+    return {"levels_equal": bool(ref.shape == mine.shape and (ref == mine).all()),
+            "fractions_equal": counts.tolist() == ref_counts}
 
 
 def main():

@@ -98,8 +98,27 @@ def test_ulysses_is_bit_exact():
 
 @needs_torch
 def test_ring_allgather_is_bit_exact():
-    for res in _launch(2)["ring2_wan_gilbert"] + _launch(4)["usp2x2_wan_gilbert"]:
+    for res in _launch(2)["ring2_wan_allgather"] + _launch(4)["usp2x2_wan_allgather"]:
+        assert res["ring_impl"] == "allgather", res
         assert res["exact"], res
+
+
+@needs_torch
+def test_psa_ring_p2p_has_the_single_process_levels():
+    """The PSA ring passes K/V shards (the default): every rank's level map is its rows
+    of the single-process map, and the level fractions over all ranks are identical."""
+    names = {2: ["ring2_wan_gilbert", "ring2_wan_no_gilbert", "ring2_wan_uneven",
+                 "ring2_cogvideo_text", "ring2_gqa", "ring2_wan_p2p_gqa"],
+             4: ["usp2x2_wan_gilbert", "ring4_wan_gilbert", "usp2x2_cogvideo_text_gqa",
+                 "ring4_no_gilbert_p2p", "ring4_cogvideo_text_gqa"]}
+    for world, cases in names.items():
+        for name in cases:
+            for r, res in enumerate(_launch(world)[name]):
+                assert "error" not in res, (name, r, res)
+                assert res["ring_impl"] == "p2p", (name, res)
+                assert res["levels_equal"], (name, r, res)
+                assert res["fractions_equal"], (name, r, res)
+                assert res["rel_l2"] <= 1e-5, (name, r, res)
 
 
 @needs_torch

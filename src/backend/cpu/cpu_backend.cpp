@@ -51,14 +51,14 @@ class Carver {
 struct Scratch {
   float *q, *k, *v, *out, *lse;
   float *k2, *k4, *k8, *v2, *v4, *v8, *kpad;
-  float *scores, *method;
+  float *scores, *ties, *method;
   int8_t *levels, *cap;
   int32_t *q_off, *k_off, *shuffle, *order;
 };
 
 Scratch carve(Carver& c, const Plan& p) {
   const bool sim = p.route.use_sim_mask;
-  const bool other_method = p.route.block_method();
+  const bool other_method = p.route.method_mask();
   const int64_t d = p.problem.head_dim, lq = p.problem.len_q, lk = p.problem.len_k;
   const int64_t padded = p.k_blocks * p.block_n;
   Scratch s{};
@@ -75,6 +75,7 @@ Scratch carve(Carver& c, const Plan& p) {
   s.v8 = c.take<float>(padded / 8 * d);
   s.kpad = sim ? c.take<float>(padded * d) : nullptr;
   s.scores = c.take<float>(p.q_blocks * p.k_blocks);
+  s.ties = c.take<float>(p.q_blocks * p.k_blocks);  // tie masses (importance_spec.h)
   s.method = other_method ? c.take<float>(method_scratch_floats(p)) : nullptr;
   s.levels = c.take<int8_t>(p.q_blocks * p.k_blocks);
   s.cap = c.take<int8_t>(p.k_blocks);
@@ -172,7 +173,7 @@ class CpuForward {
     }
     importance_head_cpu(s_.q, plan_.problem.len_q, s_.k, plan_.problem.len_k,
                         plan_.problem.head_dim, plan_.block_m, plan_.block_n, plan_.scale, sm,
-                        s_.shuffle, s_.q_off, s_.k_off, s_.scores);
+                        s_.shuffle, s_.q_off, s_.k_off, s_.scores, r.tie_mass ? s_.ties : nullptr);
   }
   void mask(int64_t b, int64_t h) {
     const RoutePlan& r = plan_.route;
@@ -187,7 +188,8 @@ class CpuForward {
     post.text_begin = plan_.text_begin;
     post.text_end = plan_.text_end;
     post.sim_cap = r.use_sim_mask ? s_.cap : nullptr;
-    mask_head_cpu(s_.scores, plan_.q_blocks, plan_.k_blocks, r.mask_row, post, s_.levels, s_.order);
+    mask_head_cpu(s_.scores, plan_.q_blocks, plan_.k_blocks, r.mask_row, post,
+                  r.tie_mass ? s_.ties : nullptr, s_.levels, s_.order);
     keep_levels(b, h);
   }
   psa_status method_mask(int64_t b, int64_t h) {
@@ -274,7 +276,7 @@ class CpuBackend final : public Backend {
 
   // The stage sequence of one host forward, per key/value head then per query head of its
   // group. The route picks the mask stage: none (dense), the method's own mask (rf_v2,
-  // ada_bsa) or PSA's pool -> importance -> mask.
+  // ada_bsa: no pyramid; psa_causal: after the pyramid) or PSA's pool -> importance -> mask.
   psa_status forward(const Plan& plan, const ForwardArgs& a, LevelCounts* counts) override {
     const auto t_total = Clock::now();
     const Problem& pb = plan.problem;
@@ -284,9 +286,9 @@ class CpuBackend final : public Backend {
     for (int64_t b = 0; b < pb.batch; ++b) {
       for (int64_t hk = 0; hk < pb.heads_kv; ++hk) {
         f.timed(PSA_STAGE_REARRANGE, [&] { f.rearrange_kv(b, hk); });
-        if (route == Route::kPsa) {
+        if (route == Route::kPsa || route == Route::kCausalPsa) {
           f.timed(PSA_STAGE_POOL, [&] { f.pool(); });
-          if (plan.route.use_sim_mask) f.timed(PSA_STAGE_MASK, [&] { f.sim_cap(); });
+          if (plan.route.sim_cap()) f.timed(PSA_STAGE_MASK, [&] { f.sim_cap(); });
         }
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
           f.timed(PSA_STAGE_REARRANGE, [&] { f.rearrange_q(b, h); });
@@ -294,6 +296,7 @@ class CpuBackend final : public Backend {
             case Route::kDense:
               break;
             case Route::kBlockMethod:
+            case Route::kCausalPsa:  // its importance and level rule: methods/causal_psa.cpp
               PSA_TRY(f.timed(PSA_STAGE_MASK, [&] { return f.method_mask(b, h); }));
               break;
             case Route::kPsa:
@@ -330,5 +333,10 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+int8_t* cpu_kept_levels(const Plan& plan) {
+  auto* kept = dynamic_cast<CpuPlanData*>(plan.backend_data.get());
+  return kept != nullptr ? kept->levels.get() : nullptr;
+}
 
 }  // namespace psa

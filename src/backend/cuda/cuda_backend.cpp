@@ -14,12 +14,14 @@
 #include <vector>
 
 #include "backend/cuda/cuda_device_scope.h"
+#include "backend/cuda/cuda_causal_psa.h"
 #include "backend/cuda/cuda_method_mask.h"
 #include "backend/cuda/cuda_stage_timer.h"
 #include "backend/cuda/cuda_workspace.h"
 #include "cuda/attention/attention_cuda.h"
 #include "cuda/core/cuda_status.h"
 #include "cuda/importance/importance_cuda.h"
+#include "importance/importance.h"
 #include "cuda/mask/mask_cuda.h"
 #include "cuda/pool/pool_cuda.h"
 #include "cuda/rearrange/gather_cuda.h"
@@ -163,32 +165,39 @@ class CudaForward {
     sa.k_count = oa.k_count;
     sa.scale = plan_.scale;
     sa.scores = reinterpret_cast<float*>(ws_ + w_.scores);
+    sa.ties = r.tie_mass ? reinterpret_cast<float*>(ws_ + w_.ties) : nullptr;
     sa.scratch = w_.score_scratch_bytes > 0 ? ws_ + w_.score_scratch : nullptr;
     sa.scratch_bytes = w_.score_scratch_bytes;
     return gpu::block_scores_cuda(sa, stream_);
+  }
+
+  // Similarity cap per key block (PSA with use_sim_mask; always for causal PSA) into w.cap.
+  psa_status sim_cap() {
+    gpu::SimCapArgs ca;
+    ca.dtype = pb_.dtype;
+    ca.k = ws_ + w_.k;
+    ca.heads = pb_.batch * pb_.heads_kv;
+    ca.len_k = pb_.len_k;
+    ca.head_dim = pb_.head_dim;
+    ca.n_blocks = plan_.k_blocks;
+    ca.block_n = plan_.block_n;
+    std::copy(plan_.route.sim_threshold, plan_.route.sim_threshold + 3, ca.threshold);
+    ca.cap = reinterpret_cast<int8_t*>(ws_ + w_.cap);
+    return gpu::sim_cap_cuda(ca, stream_);
   }
 
   // Mask (PSA): similarity cap (use_sim_mask), then the level map.
   psa_status mask() {
     const RoutePlan& r = plan_.route;
     int8_t* cap = nullptr;
-    if (r.use_sim_mask) {
-      gpu::SimCapArgs ca;
-      ca.dtype = pb_.dtype;
-      ca.k = ws_ + w_.k;
-      ca.heads = pb_.batch * pb_.heads_kv;
-      ca.len_k = pb_.len_k;
-      ca.head_dim = pb_.head_dim;
-      ca.n_blocks = plan_.k_blocks;
-      ca.block_n = plan_.block_n;
-      std::copy(r.sim_threshold, r.sim_threshold + 3, ca.threshold);
+    if (r.sim_cap()) {
+      PSA_TRY(sim_cap());
       cap = reinterpret_cast<int8_t*>(ws_ + w_.cap);
-      ca.cap = cap;
-      PSA_TRY(gpu::sim_cap_cuda(ca, stream_));
     }
     const MaskRowParams& rp = r.mask_row;
     gpu::LevelArgs la;
     la.scores = reinterpret_cast<const float*>(ws_ + w_.scores);
+    la.ties = r.tie_mass ? reinterpret_cast<const float*>(ws_ + w_.ties) : nullptr;
     la.batch = pb_.batch;
     la.heads_q = pb_.heads_q;
     la.heads_kv = pb_.heads_kv;
@@ -361,6 +370,7 @@ class CudaBackend final : public Backend {
       PSA_TRY(gpu::importance_supported(plan->block_m, plan->block_n, plan->q_samples, plan->k_samples));
       PSA_TRY(gpu::levels_supported(pb.batch, pb.heads_q, plan->q_blocks, plan->k_blocks, plan->block_n));
       PSA_TRY(check_method_mask_limits(*plan));
+      PSA_TRY(check_causal_psa_limits(*plan));
     }
     int64_t score_slots = 0;
     if (plan->route.sparse()) PSA_TRY(gpu::score_scratch_slots(&score_slots));
@@ -426,8 +436,9 @@ class CudaBackend final : public Backend {
 
   // The stage sequence of one CUDA forward, enqueued on the caller's stream. The route picks
   // the mask stage: rf_v2 / ada_bsa gather K, V and build their own level map; PSA gathers K,
-  // V with their pyramids, samples importance and builds the PSA level map. Both then build
-  // the work list and run the sparse attention, whose epilogue is the inverse rearrange.
+  // V with their pyramids, samples importance and builds the PSA level map; causal PSA gathers
+  // K, V with their pyramids, scores antidiagonals and applies its own level rule. All then
+  // build the work list and run the sparse attention, whose epilogue is the inverse rearrange.
   psa_status forward(const Plan& plan, const ForwardArgs& a, LevelCounts* counts) override {
     DeviceGuard guard(device_);
     const auto* data = dynamic_cast<const CudaPlanData*>(plan.backend_data.get());
@@ -455,6 +466,15 @@ class CudaBackend final : public Backend {
         PSA_TRY(f.importance());
         PSA_TRY(f.mark(kStageEvImportance));
         PSA_TRY(f.mask());
+        break;
+      case Route::kCausalPsa:  // its importance and level rule: cuda_causal_psa.cpp
+        PSA_TRY(f.mark(kStageEvRearranged));
+        PSA_TRY(f.rearrange_pool_kv());
+        PSA_TRY(f.mark(kStageEvPooled));
+        PSA_TRY(enqueue_causal_psa_scores(plan, f.workspace(), data->layout, a.stream));
+        PSA_TRY(f.mark(kStageEvImportance));
+        PSA_TRY(f.sim_cap());
+        PSA_TRY(enqueue_causal_psa_levels(plan, f.workspace(), data->layout, a.stream));
         break;
       case Route::kDense:
         return set_error(PSA_ERR_INTERNAL, "CUDA forward: sparse step on a dense route");

@@ -17,6 +17,7 @@ struct CudaWorkspaceLayout {
   uint64_t k_pooled[3] = {0, 0, 0}, v_pooled[3] = {0, 0, 0};  // levels 2, 4, 8
   uint64_t q_off = 0, k_off = 0;  // int32 [B*Hq, samples]
   uint64_t scores = 0;            // fp32 [B*Hq, Mq, Nk]
+  uint64_t ties = 0;              // fp32 [B*Hq, Mq, Nk] tie masses (importance_spec.h)
   uint64_t score_scratch = 0;     // fp32 [slots, Nk, 256] (importance GEMM path; 0 bytes: absent)
   uint64_t score_scratch_bytes = 0;
   uint64_t cap = 0;               // int8 [B*Hkv, Nk] (use_sim_mask)
@@ -60,10 +61,11 @@ inline CudaWorkspaceLayout cuda_workspace_layout(const Plan& plan, int64_t score
       w.q_off = take(bq * static_cast<uint64_t>(plan.q_samples) * 4);
       w.k_off = take(bq * static_cast<uint64_t>(plan.k_samples) * 4);
       w.scores = take(bq * mq * nk * 4);
+      w.ties = take(bq * mq * nk * 4);
       w.score_scratch_bytes = gpu::score_scratch_bytes(static_cast<int64_t>(bq), plan.q_blocks, plan.k_blocks,
                                                        plan.q_samples, plan.k_samples, score_slots);
       if (w.score_scratch_bytes > 0) w.score_scratch = take(w.score_scratch_bytes);
-      if (plan.route.use_sim_mask) w.cap = take(bkv * nk);
+      if (plan.route.use_sim_mask || plan.route.causal_psa()) w.cap = take(bkv * nk);
     }
     if (plan.route.method == PSA_METHOD_RF_V2) w.means = take((bq + bkv) * nk * d * 4);
     w.levels = take(bq * mq * nk);

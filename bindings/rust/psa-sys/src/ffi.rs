@@ -174,9 +174,11 @@ pub const PSA_METHOD_PSA: psa_method = 0;
 pub const PSA_METHOD_DENSE: psa_method = 1;
 pub const PSA_METHOD_RF_V2: psa_method = 2;
 pub const PSA_METHOD_ADA_BSA: psa_method = 3;
+pub const PSA_METHOD_PSA_CAUSAL: psa_method = 4;
 pub type psa_method = ::std::os::raw::c_uint;
 pub const PSA_MASK_MODE_TOPK: psa_mask_mode = 0;
 pub const PSA_MASK_MODE_THRESHOLDBOUND: psa_mask_mode = 1;
+pub const PSA_MASK_MODE_ENERGYBOUND: psa_mask_mode = 2;
 pub type psa_mask_mode = ::std::os::raw::c_uint;
 pub const PSA_MASK_FORMAT_SEGMENTS: psa_mask_format = 0;
 pub const PSA_MASK_FORMAT_LEVELS: psa_mask_format = 1;
@@ -233,7 +235,9 @@ pub const PSA_PARAM_KEEP_SINK: psa_param = 36;
 pub const PSA_PARAM_KEEP_RECENT: psa_param = 37;
 pub const PSA_PARAM_HEAD_OFFSET: psa_param = 38;
 pub const PSA_PARAM_BATCH_OFFSET: psa_param = 39;
-pub const PSA_PARAM_COUNT_: psa_param = 40;
+pub const PSA_PARAM_XATTN_STRIDE: psa_param = 40;
+pub const PSA_PARAM_XATTN_CHUNK_SIZE: psa_param = 41;
+pub const PSA_PARAM_COUNT_: psa_param = 42;
 pub type psa_param = ::std::os::raw::c_uint;
 pub const PSA_PARAM_TYPE_INT: psa_param_type = 0;
 pub const PSA_PARAM_TYPE_DOUBLE: psa_param_type = 1;
@@ -520,6 +524,57 @@ extern "C" {
         out: *mut ::std::os::raw::c_void,
         lse: *mut f32,
         backend: psa_backend,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> psa_status;
+}
+extern "C" {
+    pub fn psa_level_map_workspace_size(
+        context: *mut psa_context,
+        q: *const psa_tensor_desc,
+        k: *const psa_tensor_desc,
+        bytes: *mut u64,
+    ) -> psa_status;
+}
+extern "C" {
+    pub fn psa_compute_level_map(
+        context: *mut psa_context,
+        q_desc: *const psa_tensor_desc,
+        q: *const ::std::os::raw::c_void,
+        k_desc: *const psa_tensor_desc,
+        k: *const ::std::os::raw::c_void,
+        levels: *mut i8,
+        workspace: *mut ::std::os::raw::c_void,
+        workspace_bytes: u64,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> psa_status;
+}
+extern "C" {
+    pub fn psa_shard_attention_workspace_size(
+        context: *mut psa_context,
+        q: *const psa_tensor_desc,
+        k: *const psa_tensor_desc,
+        v: *const psa_tensor_desc,
+        out: *const psa_tensor_desc,
+        bytes: *mut u64,
+    ) -> psa_status;
+}
+extern "C" {
+    pub fn psa_shard_attention(
+        context: *mut psa_context,
+        q_desc: *const psa_tensor_desc,
+        q: *const ::std::os::raw::c_void,
+        k_desc: *const psa_tensor_desc,
+        k: *const ::std::os::raw::c_void,
+        v_desc: *const psa_tensor_desc,
+        v: *const ::std::os::raw::c_void,
+        levels: *const i8,
+        map_key_blocks: i64,
+        key_block_begin: i64,
+        out_desc: *const psa_tensor_desc,
+        out: *mut ::std::os::raw::c_void,
+        lse: *mut f32,
+        workspace: *mut ::std::os::raw::c_void,
+        workspace_bytes: u64,
         stream: *mut ::std::os::raw::c_void,
     ) -> psa_status;
 }

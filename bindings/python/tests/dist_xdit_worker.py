@@ -1,0 +1,127 @@
+# bindings/python/tests/dist_xdit_worker.py -- one rank of test_xdit.py: sets up xfuser's
+# parallel groups over gloo (xfuser's init_distributed_environment, initialize_model_parallel,
+# xFuserArgs.create_config, initialize_runtime_state) with ULYSSES x RING ranks, builds a
+# tiny xfuser Wan transformer (xFuserWanTransformer3DWrapper) and the same weights as a plain
+# diffusers WanTransformer3DModel, runs the plain one with psa.diffusers on this process
+# and xfuser's with psa.xdit.enable_psa, and records the outputs' difference; writes
+# {case: result} as JSON to <outdir>/rank<r>.json.
+# Usage: python dist_xdit_worker.py RANK WORLD INIT_FILE OUTDIR ULYSSES RING
+"""Worker process of the psa.xdit tests (not a test module)."""
+
+import importlib
+import json
+import os
+import sys
+import traceback
+import types
+
+import torch
+
+
+def cpu_xfuser():
+    """xfuser 0.7 takes the device from torch's build (torch.version.cuda, not the
+    hardware) and turns sequence parallelism on only when a GPU is present (its yunchang
+    check). On a CPU-only machine: tell it there is no CUDA and let it build its Ulysses /
+    ring groups over gloo (yunchang's group setup is plain torch.distributed)."""
+    import xfuser.envs as envs
+
+    if torch.cuda.is_available():
+        return
+    envs._is_cuda = lambda: False
+    envs.PACKAGES_CHECKER.packages_info["has_long_ctx_attn"] = True
+    for name in ("xfuser.config.config", "xfuser.core.distributed.parallel_state",
+                 "xfuser.core.distributed.group_coordinator",
+                 "xfuser.model_executor.layers.attention_processor",
+                 "xfuser.model_executor.models.transformers.transformer_wan"):
+        importlib.import_module(name).HAS_LONG_CTX_ATTN = True
+    # xfuser refuses SDPA (the one CPU backend) with ring_degree > 1 because its own ring
+    # merges LSEs; under psa.xdit libpsa runs self-attention and xfuser's ring never runs
+    from xfuser.core.distributed import runtime_state
+
+    runtime_state.RuntimeState._check_if_backend_compatible_with_current_configuration = (
+        lambda self, backend: None)
+
+
+CONFIG = dict(patch_size=(1, 2, 2), num_attention_heads=4, attention_head_dim=32, in_channels=4,
+              out_channels=4, text_dim=32, freq_dim=32, ffn_dim=64, num_layers=2,
+              rope_max_seq_len=64)
+# name: (latent frames/height/width, per-token timestep)
+CASES = {"wan_psa_topk": ((4, 32, 32), False), "wan_uneven_token_timestep": ((3, 32, 40), True)}
+TIMESTEPS = (900.0, 700.0)  # warm-up 1: a dense forward, then a sparse one
+
+
+def inputs(shape, token_timestep, t):
+    g = torch.Generator().manual_seed(99)
+    frames, height, width = shape
+    tokens = frames * (height // 2) * (width // 2)
+    timestep = (torch.full((1, tokens), t) - torch.arange(tokens) % 7 if token_timestep
+                else torch.full((1,), t))
+    return dict(hidden_states=torch.randn(1, 4, frames, height, width, generator=g),
+                timestep=timestep, encoder_hidden_states=torch.randn(1, 8, 32, generator=g),
+                return_dict=False)
+
+
+def rel_l2(a, b):
+    a, b = a.double(), b.double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def main():
+    rank, world, init_file, outdir = (int(sys.argv[1]), int(sys.argv[2]), sys.argv[3],
+                                      sys.argv[4])
+    U, R = int(sys.argv[5]), int(sys.argv[6])
+    torch.set_num_threads(1)
+    cpu_xfuser()
+    from diffusers import WanTransformer3DModel
+    from xfuser.config import xFuserArgs
+    from xfuser.core.distributed import (init_distributed_environment,
+                                         initialize_model_parallel, initialize_runtime_state)
+    from xfuser.model_executor.models.transformers.transformer_wan import (
+        xFuserWanTransformer3DWrapper)
+
+    import psa.diffusers as psa_diffusers
+    import psa.xdit
+
+    init_distributed_environment(world_size=world, rank=rank,
+                                 distributed_init_method="file://" + init_file, backend="gloo")
+    initialize_model_parallel(sequence_parallel_degree=U * R, ulysses_degree=U, ring_degree=R,
+                              backend="gloo")
+    engine_config, _ = xFuserArgs(model="tiny-wan", ulysses_degree=U, ring_degree=R,
+                                  attention_backend="SDPA",
+                                  cross_attention_backend="SDPA").create_config()
+    torch.manual_seed(1234)
+    xdit_model = xFuserWanTransformer3DWrapper(**CONFIG).eval()
+    plain = WanTransformer3DModel(**CONFIG).eval()
+    plain.load_state_dict(xdit_model.state_dict())
+    initialize_runtime_state(types.SimpleNamespace(transformer=xdit_model), engine_config)
+    results = {"degrees": list(psa.xdit.parallel_degrees()[:2])}
+    preset = dict(model="Wan2.1_1.3b", preset="psa_topk", warmup_steps=1)
+    for name, (shape, token_timestep) in CASES.items():
+        try:
+            psa_diffusers.enable_psa(plain, **preset)
+            psa.xdit.enable_psa(xdit_model, timeout=30, **preset)
+            errors = []
+            with torch.no_grad():
+                for t in TIMESTEPS:
+                    ref = plain(**inputs(shape, token_timestep, t))[0]
+                    out = xdit_model(**inputs(shape, token_timestep, t))[0]
+                    errors.append(rel_l2(out, ref))
+            st = psa_diffusers.stats(xdit_model)[0]
+            psa.xdit.disable_psa(xdit_model)
+            psa_diffusers.disable_psa(plain)
+            restored = ("_chunk_and_pad_sequence" not in xdit_model.__dict__
+                        and type(xdit_model.blocks[0].attn1.processor).__name__
+                        == "xFuserWanAttnProcessor")
+            result = {"rel_l2": errors, "dense_calls": st["dense_calls"],
+                      "sparse_calls": st["sparse_calls"], "restored": restored}
+        except Exception as e:  # recorded; the test reports it
+            result = {"error": "%s: %s" % (type(e).__name__, e),
+                      "traceback": traceback.format_exc()}
+        results[name] = result
+    with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
+        json.dump(results, f)
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

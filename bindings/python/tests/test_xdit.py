@@ -1,0 +1,76 @@
+# bindings/python/tests/test_xdit.py -- psa.xdit with the real xfuser package (tested: xfuser
+# 0.7.0, yunchang 0.6.4), CPU, gloo (dist_xdit_worker.py): xfuser sets up its sequence-
+# parallel groups with ulysses_degree x ring_degree = 2 x 1, 1 x 2 and 2 x 2, its tiny Wan
+# transformer (xFuserWanTransformer3DWrapper) runs with psa.xdit.enable_psa, and every rank's
+# output (a dense warm-up forward, then a sparse psa_topk forward; an even latent and an
+# uneven one with a per-token timestep) equals a plain diffusers WanTransformer3DModel with
+# the same weights under psa.diffusers on one process (fp32: <= 1e-5 relative L2);
+# disable_psa restores xfuser's processors and sequence split. Skips without xfuser (it is
+# an optional extra: pip install libpsa[xdit]) or torch (gloo).
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from dist_launch import run_ranks  # noqa: E402
+
+
+def _available():
+    try:
+        import torch.distributed as dist
+        import diffusers  # noqa: F401
+        import xfuser  # noqa: F401
+        import yunchang  # noqa: F401
+
+        return dist.is_available() and dist.is_gloo_available()
+    except Exception:
+        return False
+
+
+needs_xfuser = pytest.mark.skipif(not _available(),
+                                  reason="needs xfuser, yunchang, diffusers and torch (gloo)")
+CASES = ["wan_psa_topk", "wan_uneven_token_timestep"]
+_RESULTS = {}
+
+
+def _per_rank(U, R, name):
+    if (U, R) not in _RESULTS:
+        _RESULTS[(U, R)] = run_ranks("dist_xdit_worker.py", U * R, "psa_xdit_",
+                                     timeout=480, args=[str(U), str(R)])
+    results = _RESULTS[(U, R)]
+    assert all(d == [U, R] for d in results["degrees"]), results["degrees"]
+    per_rank = results[name]
+    assert len(per_rank) == U * R
+    for r, res in enumerate(per_rank):
+        assert "error" not in res, "rank %d: %s\n%s" % (r, res["error"], res.get("traceback"))
+    return per_rank
+
+
+@needs_xfuser
+@pytest.mark.parametrize("U,R", [(2, 1), (1, 2), (2, 2)])
+@pytest.mark.parametrize("name", CASES)
+def test_xdit_wan_equals_single_process_psa(U, R, name):
+    for r, res in enumerate(_per_rank(U, R, name)):
+        assert all(e <= 1e-5 for e in res["rel_l2"]), "rank %d: %r" % (r, res["rel_l2"])
+        assert res["dense_calls"] == 2 and res["sparse_calls"] == 2, res
+        assert res["restored"], res
+
+
+def test_enable_psa_without_xfuser_groups_says_so():
+    pytest.importorskip("torch")
+    pytest.importorskip("diffusers")
+    if not _available():
+        import psa.xdit
+
+        with pytest.raises(ImportError, match="xfuser"):
+            psa.xdit.enable_psa(object())
+        return
+    import psa.xdit
+    from xfuser.core.distributed import parallel_state
+
+    if parallel_state.model_parallel_is_initialized():
+        pytest.skip("xfuser's groups are set up in this process")
+    with pytest.raises(RuntimeError, match="initialize_model_parallel"):
+        psa.xdit.enable_psa(object())

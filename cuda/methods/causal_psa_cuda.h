@@ -1,0 +1,46 @@
+// cuda/methods/causal_psa_cuda.h -- importance and mask stages of the causal PSA variant
+// (psa_causal, spec App. A) on the GPU, entry layer. Rules from src/methods/causal_psa_spec.h;
+// declarations only. Stream-ordered: no allocation, no synchronisation.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "psa.h"
+
+namespace psa {
+namespace gpu {
+
+// Block scores [B*Hq, nb, nb] fp32 (entries J > I written 0) from 16-bit q [B, Hq, L, D] and
+// k [B, Hkv, L, D], contiguous; query head h reads key head h / (Hq / Hkv). One CTA per
+// (query block, head, batch): strided antidiagonal logits (scale / stride), fp32 online row
+// softmax over the visible strided key groups, probabilities summed per block pair in the
+// CPU's order (causal_psa_importance_cpu); exp rounds differently on the device.
+struct CausalPsaScoreArgs {
+  psa_dtype dtype = PSA_DTYPE_BF16;  // F16 or BF16
+  const void* q = nullptr;
+  const void* k = nullptr;
+  int64_t batch = 0, heads_q = 0, heads_kv = 0, len = 0, head_dim = 0;
+  int64_t block = 128, stride = 8;
+  float scale = 0.0f;
+  float* scores = nullptr;
+};
+psa_status causal_psa_scores_cuda(const CausalPsaScoreArgs& args, cudaStream_t stream);
+// Largest nb the score kernel holds on the current device (0 when it cannot be queried).
+int64_t causal_psa_max_blocks(int64_t block, int64_t stride, int64_t head_dim);
+
+// Levels [B*Hq, nb, nb] from the scores: per row the stable descending rank of each causal
+// candidate, the topk / energybound slot rule, forced text / diagonal / column 0 and the
+// similarity cap cap [B*Hkv, nb]; bit for bit causal_psa_levels_cpu.
+struct CausalPsaLevelArgs {
+  const float* scores = nullptr;
+  const int8_t* cap = nullptr;
+  int64_t batch = 0, heads_q = 0, heads_kv = 0, nb = 0, text_block = 0;
+  psa_mask_mode mode = PSA_MASK_MODE_ENERGYBOUND;
+  double ratio_end[5] = {0.7, 0.8, 0.9, 0.9, 1.0};
+  int8_t* levels = nullptr;
+};
+psa_status causal_psa_levels_cuda(const CausalPsaLevelArgs& args, cudaStream_t stream);
+
+}  // namespace gpu
+}  // namespace psa

@@ -1,0 +1,278 @@
+// cuda/methods/causal_psa_levels.cu -- importance and mask stages of psa_causal (spec App. A):
+// kernels, launchers and entries. Strided antidiagonal logits, fp32 online row softmax,
+// block sums; then per row the rank rule. Every rule from src/methods/causal_psa_spec.h.
+#include <cstdint>
+
+#include "cuda/core/cuda_status.h"
+#include "cuda/core/device.cuh"
+#include "cuda/methods/causal_psa_cuda.h"
+#include "cuda/methods/row_sort.cuh"
+#include "methods/causal_psa_spec.h"
+
+namespace psa {
+namespace gpu {
+namespace {
+
+constexpr int kMaxThreads = 256;
+
+struct ScoreParams {
+  const void* q;  // [B, Hq, L, d] 16-bit
+  const void* k;  // [B, Hkv, L, d] 16-bit
+  int64_t heads_q, group, len, d, nb, groups, bs, stride, per;  // per = bs / stride
+  int64_t gstride;  // floats between strided groups in a tile: stride * d + 1
+  float s;          // scale / stride
+  float* scores;
+};
+
+// Tokens [first, first + bs) of one head as `per` strided groups of `stride` fp32 rows;
+// rows past len are zero.
+template <typename T>
+__device__ __forceinline__ void load_tile(float* tile, const T* x, int64_t first, const ScoreParams& p) {
+  const int64_t per_row = p.d / 8;
+  for (int64_t c = threadIdx.x; c < p.bs * per_row; c += blockDim.x) {
+    const int64_t t = c / per_row, e0 = (c % per_row) * 8;
+    float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (first + t < p.len) unpack8<T>(*reinterpret_cast<const uint4*>(x + (first + t) * p.d + e0), f);
+    float* dst = tile + (t / p.stride) * p.gstride + (t % p.stride) * p.d + e0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) dst[i] = f[i];
+  }
+}
+
+// causal_psa_group_dot on tiles (block-local groups), in the CPU's order without contraction.
+__device__ __forceinline__ float tile_dot(const float* qg, const float* kg, int64_t stride, int64_t d) {
+  float s = 0.0f;
+  for (int64_t j = 0; j < stride; ++j) {
+    const float* a = qg + (stride - 1 - j) * d;
+    const float* b = kg + j * d;
+    for (int64_t e = 0; e < d; ++e) s = __fadd_rn(s, __fmul_rn(a[e], b[e]));
+  }
+  return s;
+}
+
+// One CTA per (query block I, head, batch). Entry x = (rr, cc) of the per x per grid of
+// block pair (I, J): strided query row I*per + rr, key group J*per + cc. Pass 0: online row
+// max / exp-sum over J = 0..I; pass 1: probabilities, summed per J in row-major order (the
+// CPU's order for each block sum).
+template <typename T>
+__global__ void __launch_bounds__(kMaxThreads) causal_psa_scores_kernel(ScoreParams p) {
+  extern __shared__ float smem[];
+  const int64_t per = p.per, ents = per * per;
+  float* qt = smem;                  // [per][gstride]
+  float* kt = qt + per * p.gstride;  // [per][gstride]
+  float* lg = kt + per * p.gstride;  // [per * per]
+  float* rmax = lg + ents;           // [per]
+  float* rsum = rmax + per;          // [per]
+
+  const int64_t I = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int64_t bh = b * p.heads_q + h;
+  const int64_t bkv = b * (p.heads_q / p.group) + h / p.group;
+  const T* q = static_cast<const T*>(p.q) + bh * p.len * p.d;
+  const T* k = static_cast<const T*>(p.k) + bkv * p.len * p.d;
+  float* out = p.scores + (bh * p.nb + I) * p.nb;
+  const int tid = threadIdx.x;
+  const float neg_inf = __int_as_float(0xff800000);
+
+  load_tile<T>(qt, q, I * p.bs, p);
+  for (int64_t j = I + 1 + tid; j < p.nb; j += blockDim.x) out[j] = 0.0f;
+  for (int64_t x = tid; x < per; x += blockDim.x) {
+    rmax[x] = neg_inf;
+    rsum[x] = 0.0f;
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int64_t J = 0; J <= I; ++J) {
+      __syncthreads();
+      load_tile<T>(kt, k, J * p.bs, p);
+      __syncthreads();
+      for (int64_t x = tid; x < ents; x += blockDim.x) {
+        const int64_t rr = x / per, cc = x % per, r = I * per + rr, c = J * per + cc;
+        const bool valid = r < p.groups && c < p.groups && c <= r;
+        const float logit = valid ? __fmul_rn(p.s, tile_dot(qt + rr * p.gstride, kt + cc * p.gstride, p.stride, p.d)) : 0.0f;
+        if (pass == 0)
+          lg[x] = valid ? logit : neg_inf;
+        else
+          lg[x] = valid ? __fmul_rn(expf(logit - rmax[rr]), rsum[rr]) : 0.0f;
+      }
+      __syncthreads();
+      if (pass == 0) {
+        for (int64_t rr = tid; rr < per; rr += blockDim.x) {
+          float cm = neg_inf;
+          for (int64_t cc = 0; cc < per; ++cc) cm = fmaxf(cm, lg[rr * per + cc]);
+          const float m_old = rmax[rr], m_new = fmaxf(m_old, cm);
+          if (m_new == neg_inf) continue;
+          float s = m_old == neg_inf ? 0.0f : rsum[rr] * expf(m_old - m_new);
+          for (int64_t cc = 0; cc < per; ++cc) {
+            const float v = lg[rr * per + cc];
+            if (v != neg_inf) s = __fadd_rn(s, expf(v - m_new));
+          }
+          rmax[rr] = m_new;
+          rsum[rr] = s;
+        }
+      } else if (tid == 0) {
+        float a = 0.0f;
+        for (int64_t x = 0; x < ents; ++x) a = __fadd_rn(a, lg[x]);
+        out[J] = a;
+      }
+    }
+    __syncthreads();
+    if (pass == 0)
+      for (int64_t rr = tid; rr < per; rr += blockDim.x) rsum[rr] = rsum[rr] > 0.0f ? __fdiv_rn(1.0f, rsum[rr]) : 0.0f;
+  }
+}
+
+size_t score_smem_bytes(int64_t per, int64_t stride, int64_t d) {
+  return static_cast<size_t>(2 * per * (stride * d + 1) + per * per + 2 * per) * sizeof(float);
+}
+
+int score_threads(int64_t per) {
+  const int64_t e = per * per;
+  return static_cast<int>(e >= kMaxThreads ? kMaxThreads : ((e + 31) / 32) * 32);
+}
+
+template <typename T>
+psa_status launch_scores(const ScoreParams& p, int64_t batch, cudaStream_t stream) {
+  const size_t smem = score_smem_bytes(p.per, p.stride, p.d);
+  PSA_CUDA_TRY(cudaFuncSetAttribute(causal_psa_scores_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)),
+               "causal_psa_scores_kernel: cudaFuncSetAttribute");
+  const dim3 grid(static_cast<unsigned>(p.nb), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(batch));
+  causal_psa_scores_kernel<T><<<grid, score_threads(p.per), smem, stream>>>(p);
+  return launch_status("causal_psa_scores_kernel");
+}
+
+// Level kernel: one CTA per (row I, head, batch). Rank of candidate j < n = I + 1: the
+// candidates before it under (score_before, then lower index). Energybound: thread 0 sums in
+// rank order in double, as causal_psa_slot_levels.
+struct LevelParams {
+  const float* scores;
+  const int8_t* cap;
+  int64_t heads_q, group, nb, text_block;
+  int energy;
+  double end[5];
+  int8_t* levels;
+};
+
+__global__ void __launch_bounds__(kMaxThreads) causal_psa_level_kernel(LevelParams p) {
+  extern __shared__ float lsm[];
+  const int64_t nb = p.nb;
+  float* sorted = lsm;                                            // [nb] scores in rank order
+  int32_t* order = reinterpret_cast<int32_t*>(sorted + nb);       // [nb] key block per rank
+  int8_t* by_rank = reinterpret_cast<int8_t*>(order + nb);        // [nb] slot level per rank
+  const int64_t I = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int64_t bh = b * p.heads_q + h;
+  const int64_t bkv = b * (p.heads_q / p.group) + h / p.group;
+  const float* s = p.scores + (bh * nb + I) * nb;
+  const int8_t* cap = p.cap + bkv * nb;
+  int8_t* out = p.levels + (bh * nb + I) * nb;
+  const int64_t n = I + 1;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const float sj = s[j];
+    int64_t rank = 0;
+    for (int64_t u = 0; u < n; ++u) {
+      const float su = s[u];
+      if (score_before(su, sj) || (u < j && !score_before(sj, su))) ++rank;
+    }
+    sorted[rank] = sj;
+    order[rank] = static_cast<int32_t>(j);
+  }
+  __syncthreads();
+  if (p.energy) {
+    if (threadIdx.x == 0) {
+      double total = 0.0;
+      for (int64_t r = 0; r < n; ++r) total += static_cast<double>(sorted[r]);
+      total = total > 1e-10 ? total : 1e-10;
+      double cum = 0.0;
+      for (int64_t r = 0; r < n; ++r) {
+        cum += static_cast<double>(sorted[r]);
+        by_rank[r] = static_cast<int8_t>(causal_psa_energy_level(cum / total, p.end));
+      }
+    }
+  } else {
+    for (int64_t r = threadIdx.x; r < n; r += blockDim.x)
+      by_rank[r] = static_cast<int8_t>(causal_psa_topk_level(r, n, p.end));
+  }
+  __syncthreads();
+  for (int64_t r = threadIdx.x; r < n; r += blockDim.x) out[order[r]] = by_rank[r];
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < nb; j += blockDim.x) {
+    const int level = j < n ? out[j] : 0;
+    out[j] = static_cast<int8_t>(causal_psa_final_level(level, I, j, p.text_block, cap[j]));
+  }
+}
+
+}  // namespace
+
+int64_t causal_psa_max_blocks(int64_t block, int64_t stride, int64_t head_dim) {
+  const int limit = smem_optin_limit();
+  if (limit <= 0 || stride <= 0 || block % stride != 0) return 0;
+  // The score kernel's shared memory does not grow with nb; the level kernel's does
+  // (9 bytes per block).
+  if (score_smem_bytes(block / stride, stride, head_dim) > static_cast<size_t>(limit)) return 0;
+  return static_cast<int64_t>(limit) / 9;
+}
+
+psa_status causal_psa_scores_cuda(const CausalPsaScoreArgs& a, cudaStream_t stream) {
+  PSA_RETURN_IF(a.dtype != PSA_DTYPE_F16 && a.dtype != PSA_DTYPE_BF16, PSA_ERR_UNSUPPORTED,
+                "psa_causal importance: dtype = %d; the CUDA kernel supports f16 and bf16",
+                static_cast<int>(a.dtype));
+  PSA_RETURN_IF(a.heads_kv <= 0 || a.heads_q % a.heads_kv != 0 || a.head_dim <= 0 || a.head_dim % 8 != 0 ||
+                    a.stride <= 0 || a.block % a.stride != 0,
+                PSA_ERR_INTERNAL, "psa_causal importance: heads %lld/%lld, head_dim %lld, block %lld, stride %lld",
+                static_cast<long long>(a.heads_q), static_cast<long long>(a.heads_kv),
+                static_cast<long long>(a.head_dim), static_cast<long long>(a.block),
+                static_cast<long long>(a.stride));
+  if (a.batch == 0 || a.heads_q == 0 || a.len == 0) return PSA_OK;
+  PSA_RETURN_IF(reinterpret_cast<uintptr_t>(a.q) % 16 != 0 || reinterpret_cast<uintptr_t>(a.k) % 16 != 0,
+                PSA_ERR_INTERNAL, "psa_causal importance: q/k not 16-byte aligned");
+  const int64_t nb = ceil_div(a.len, a.block);
+  PSA_RETURN_IF(nb > INT32_MAX || a.batch > 65535 || a.heads_q > 65535, PSA_ERR_UNSUPPORTED,
+                "psa_causal importance: grid of %lld blocks x %lld heads x batch %lld too large",
+                static_cast<long long>(nb), static_cast<long long>(a.heads_q), static_cast<long long>(a.batch));
+  ScoreParams p{};
+  p.q = a.q;
+  p.k = a.k;
+  p.heads_q = a.heads_q;
+  p.group = a.heads_q / a.heads_kv;
+  p.len = a.len;
+  p.d = a.head_dim;
+  p.nb = nb;
+  p.groups = causal_psa_groups(a.len, a.stride);
+  p.bs = a.block;
+  p.stride = a.stride;
+  p.per = a.block / a.stride;
+  p.gstride = a.stride * a.head_dim + 1;
+  p.s = a.scale / static_cast<float>(a.stride);
+  p.scores = a.scores;
+  return a.dtype == PSA_DTYPE_F16 ? launch_scores<__half>(p, a.batch, stream)
+                                  : launch_scores<__nv_bfloat16>(p, a.batch, stream);
+}
+
+psa_status causal_psa_levels_cuda(const CausalPsaLevelArgs& a, cudaStream_t stream) {
+  PSA_RETURN_IF(a.heads_kv <= 0 || a.heads_q % a.heads_kv != 0, PSA_ERR_INTERNAL,
+                "psa_causal mask: heads %lld/%lld", static_cast<long long>(a.heads_q),
+                static_cast<long long>(a.heads_kv));
+  if (a.batch == 0 || a.heads_q == 0 || a.nb == 0) return PSA_OK;
+  const size_t smem = static_cast<size_t>(a.nb) * 9;
+  PSA_RETURN_IF(smem > static_cast<size_t>(smem_optin_limit()), PSA_ERR_UNSUPPORTED,
+                "psa_causal mask: %lld blocks per row do not fit in shared memory",
+                static_cast<long long>(a.nb));
+  LevelParams p{};
+  p.scores = a.scores;
+  p.cap = a.cap;
+  p.heads_q = a.heads_q;
+  p.group = a.heads_q / a.heads_kv;
+  p.nb = a.nb;
+  p.text_block = a.text_block;
+  p.energy = a.mode == PSA_MASK_MODE_ENERGYBOUND ? 1 : 0;
+  for (int s = 0; s < 5; ++s) p.end[s] = a.ratio_end[s];
+  p.levels = a.levels;
+  PSA_CUDA_TRY(cudaFuncSetAttribute(causal_psa_level_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)),
+               "causal_psa_level_kernel: cudaFuncSetAttribute");
+  const dim3 grid(static_cast<unsigned>(a.nb), static_cast<unsigned>(a.heads_q), static_cast<unsigned>(a.batch));
+  causal_psa_level_kernel<<<grid, kMaxThreads, smem, stream>>>(p);
+  return launch_status("causal_psa_level_kernel");
+}
+
+}  // namespace gpu
+}  // namespace psa

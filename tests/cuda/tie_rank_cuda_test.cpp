@@ -1,0 +1,405 @@
+// tests/cuda/tie_rank_cuda_test.cpp -- the tie-mass rank rule on the CUDA backend (importance_spec.h,
+// mask_spec.h): the level builder re-ranks a row's top run of equal scores by tie mass exactly as
+// build_mask_row does (short runs by one warp, long runs by a second radix sort); every score
+// kernel (per-block, sm80 GEMM, sm90 GEMM) gives importance_cpu's tie masses bit for bit on inputs
+// whose logits are exact; whole forwards on such inputs give the CPU backend's level map. A
+// disabled timing test measures the cost of the rule. Skips without a device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cuda/importance/importance_cuda.h"
+#include "cuda/importance/score_scratch.h"
+#include "cuda/mask/mask_cuda.h"
+#include "importance/importance.h"
+#include "importance/importance_spec.h"
+#include "mask/mask.h"
+#include "psa.h"
+#include "cuda_test_util.h"
+
+namespace psa {
+namespace {
+
+using test::DevBuf;
+
+// bf16 bits of a small integer (exact: the top half of its fp32 bits).
+uint16_t bf16_of(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// [n] integers in [-2, 2] as bf16 (and their values): every dot over d <= 128 is exact in fp32.
+test::Tensor16 small_ints(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  test::Tensor16 t;
+  t.bits.resize(n);
+  t.f.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    t.f[i] = static_cast<float>(static_cast<int>(gen() % 5) - 2);
+    t.bits[i] = bf16_of(t.f[i]);
+  }
+  return t;
+}
+
+// Rows whose top run (equal top score) has a chosen length, tie masses on that run only (as
+// importance produces them), coarse scores below it (more ties, ranked by key index).
+void make_rows(std::mt19937_64& rng, int64_t rows, int64_t nk, std::vector<float>* s, std::vector<float>* t) {
+  s->assign(static_cast<size_t>(rows * nk), 0.0f);
+  t->assign(s->size(), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t pick = static_cast<int64_t>(rng() % 4);
+    const int64_t run = pick == 0 ? 1 + static_cast<int64_t>(rng() % 8)
+                        : pick == 1 ? 1 + static_cast<int64_t>(rng() % 32)
+                        : pick == 2 ? 1 + static_cast<int64_t>(rng() % std::min<int64_t>(nk, 200))
+                                    : static_cast<int64_t>(rng() % (nk + 1));
+    float* sr = s->data() + r * nk;
+    float* tr = t->data() + r * nk;
+    for (int64_t j = 0; j < nk; ++j) sr[j] = static_cast<float>(rng() % 7) * 0.01f;
+    for (int64_t m = 0; m < run; ++m) {
+      const int64_t j = static_cast<int64_t>(rng() % nk);
+      sr[j] = 0.25f;
+      tr[j] = rng() % 5 == 0 ? 0.0f : 1.0f + static_cast<float>(rng() % 9) * 0.5f;
+    }
+  }
+}
+
+TEST(CudaTieRank, LevelBuilderRanksTheTopRunByTieMass) {
+  PSA_REQUIRE_GPU();
+  std::mt19937_64 rng(20261125);
+  struct Case {
+    int64_t nk, bn;
+    bool causal;
+  };
+  for (const Case c : {Case{20, 128, false}, Case{100, 64, false}, Case{139, 128, true}, Case{600, 32, false},
+                       Case{2100, 32, true}}) {
+    for (psa_mask_mode mode : {PSA_MASK_MODE_TOPK, PSA_MASK_MODE_THRESHOLDBOUND}) {
+      const int64_t heads = 2, bm = 128, L = c.nk * c.bn - 5, mq = (L + bm - 1) / bm;
+      std::vector<float> s, t;
+      make_rows(rng, heads * mq, c.nk, &s, &t);
+      DevBuf<float> ds(s.size()), dt(t.size());
+      DevBuf<int8_t> dl(s.size());
+      ds.upload(s);
+      dt.upload(t);
+      gpu::LevelArgs la;
+      la.scores = ds.get();
+      la.ties = dt.get();
+      la.batch = 1;
+      la.heads_q = la.heads_kv = heads;
+      la.mq = mq;
+      la.nk = c.nk;
+      la.block_m = bm;
+      la.block_n = c.bn;
+      la.tile_n = 32;
+      la.len_q = la.len_k = L;
+      la.mode = mode;
+      if (mode == PSA_MASK_MODE_THRESHOLDBOUND) {
+        const double tb[5] = {0.4, 0.5, 0.6, 0.8, 1.0};
+        std::copy(tb, tb + 5, la.ratio_end);
+      }
+      la.causal = c.causal;
+      la.levels = dl.get();
+      ASSERT_EQ(PSA_OK, gpu::build_levels_cuda(la, nullptr)) << psa_last_error_message();
+      const std::vector<int8_t> got = dl.download();
+      // The CPU mask stage on the same scores and tie masses.
+      MaskRowParams rp;
+      rp.mode = mode;
+      rp.block_n = c.bn;
+      rp.tile_n = 32;
+      std::copy(la.ratio_end, la.ratio_end + 5, rp.ratio_end);
+      MaskPostParams post;
+      post.block_m = bm;
+      post.block_n = c.bn;
+      post.lq = post.lk = L;
+      post.causal = c.causal;
+      std::vector<int8_t> want(s.size(), 0);
+      std::vector<int32_t> order(static_cast<size_t>(c.nk));
+      for (int64_t h = 0; h < heads; ++h) {
+        int8_t* lv = want.data() + h * mq * c.nk;
+        for (int64_t i = 0; i < mq; ++i) {
+          const int64_t n = c.causal ? causal_visible_blocks(i, bm, c.bn, L, L) : c.nk;
+          const size_t at = static_cast<size_t>((h * mq + i) * c.nk);
+          if (n > 0) build_mask_row(s.data() + at, n, rp, lv + i * c.nk, order.data(), nullptr, t.data() + at);
+        }
+        postprocess_levels(lv, mq, c.nk, post);
+      }
+      EXPECT_EQ(want, got) << "nk " << c.nk << " mode " << mode;
+      // And the rule mattered: the index-only map differs.
+      la.ties = nullptr;
+      ASSERT_EQ(PSA_OK, gpu::build_levels_cuda(la, nullptr));
+      EXPECT_NE(got, dl.download()) << "nk " << c.nk << " mode " << mode;
+    }
+  }
+}
+
+TEST(CudaTieRank, ScoreKernelsGiveTheCpuTieMasses) {
+  PSA_REQUIRE_GPU();
+  struct Case {
+    int64_t H, L, D, bn;
+  };
+  for (const Case c : {Case{2, 3000, 64, 64}, Case{2, 2500, 128, 128}, Case{1, 4000, 128, 32}}) {
+    const int64_t bm = 128, mq = (c.L + bm - 1) / bm, nk = (c.L + c.bn - 1) / c.bn;
+    const int32_t qs = 32, ks = static_cast<int32_t>(c.bn / 4);
+    const test::Tensor16 q = small_ints(static_cast<size_t>(c.H * c.L * c.D), 11u);
+    const test::Tensor16 k = small_ints(static_cast<size_t>(c.H * c.L * c.D), 12u);
+    DevBuf<uint16_t> dq(q.bits.size()), dk(k.bits.size());
+    dq.upload(q.bits);
+    dk.upload(k.bits);
+    DevBuf<int32_t> qoff(static_cast<size_t>(c.H * qs)), koff(static_cast<size_t>(c.H * ks));
+    gpu::OffsetArgs oa;
+    oa.seed = 99;
+    oa.batch = 1;
+    oa.heads_q = c.H;
+    oa.block_m = static_cast<int32_t>(bm);
+    oa.q_count = qs;
+    oa.block_n = static_cast<int32_t>(c.bn);
+    oa.k_count = ks;
+    oa.q_off = qoff.get();
+    oa.k_off = koff.get();
+    ASSERT_EQ(PSA_OK, gpu::sample_offsets_cuda(oa, nullptr));
+    // CPU reference.
+    std::vector<float> want(static_cast<size_t>(c.H * mq * nk)), want_s(want.size());
+    std::vector<int32_t> scratch(256), hq(qs), hk(ks);
+    for (int64_t h = 0; h < c.H; ++h) {
+      sample_offsets(99, 0, h, kSampleQuery, static_cast<int32_t>(bm), qs, scratch.data(), hq.data());
+      sample_offsets(99, 0, h, kSampleKey, static_cast<int32_t>(c.bn), ks, scratch.data(), hk.data());
+      importance_cpu(q.f.data() + h * c.L * c.D, c.L, k.f.data() + h * c.L * c.D, c.L, c.D, bm, c.bn, hq.data(), qs,
+                     hk.data(), ks, 0.125f, want_s.data() + h * mq * nk, want.data() + h * mq * nk);
+    }
+    int64_t tied = 0;
+    for (float v : want) tied += v != 0.0f;
+    EXPECT_GT(tied, mq * c.H);  // more than one top block per row on average
+    int64_t slots = 0;
+    ASSERT_EQ(PSA_OK, gpu::score_scratch_slots(&slots));
+    const uint64_t bytes = gpu::score_scratch_bytes(c.H, mq, nk, qs, ks, slots);
+    DevBuf<unsigned char> scr(bytes);
+    DevBuf<float> ds(want.size()), dt(want.size());
+    struct Path {
+      const char* name;
+      bool scratch;
+      gpu::ScoreKernel kernel;
+    };
+    const Path paths[] = {{"per-block", false, gpu::ScoreKernel::kAuto},
+                          {"sm80", true, gpu::ScoreKernel::kSm80},
+                          {"sm90", true, gpu::ScoreKernel::kSm90}};
+    for (const Path& path : paths) {
+      if (path.kernel == gpu::ScoreKernel::kSm90 && !gpu::score_sm90_available()) continue;
+      gpu::ScoreArgs sa;
+      sa.q = dq.get();
+      sa.k = dk.get();
+      sa.batch = 1;
+      sa.heads_q = sa.heads_kv = c.H;
+      sa.len_q = sa.len_k = c.L;
+      sa.head_dim = c.D;
+      sa.block_m = bm;
+      sa.block_n = c.bn;
+      sa.q_off = qoff.get();
+      sa.k_off = koff.get();
+      sa.q_count = qs;
+      sa.k_count = ks;
+      sa.scale = 0.125f;
+      sa.scores = ds.get();
+      sa.ties = dt.get();
+      sa.scratch = path.scratch ? scr.get() : nullptr;
+      sa.scratch_bytes = path.scratch ? bytes : 0;
+      sa.kernel = path.kernel;
+      PSA_CUDA_OK(cudaMemset(dt.get(), 0x7f, want.size() * 4));
+      ASSERT_EQ(PSA_OK, gpu::block_scores_cuda(sa, nullptr)) << path.name << ": " << psa_last_error_message();
+      const std::vector<float> got = dt.download();
+      int64_t differ = 0;
+      for (size_t e = 0; e < got.size(); ++e) differ += std::memcmp(&got[e], &want[e], 4) != 0;
+      EXPECT_EQ(0, differ) << path.name << " D " << c.D << " bn " << c.bn << " (" << tied << " tie masses)";
+      // The scores of the blocks with a tie mass are the row's top score.
+      const std::vector<float> sc = ds.download();
+      for (int64_t r = 0; r < c.H * mq; ++r) {
+        const float top = *std::max_element(sc.begin() + r * nk, sc.begin() + (r + 1) * nk);
+        for (int64_t j = 0; j < nk; ++j)
+          if (got[static_cast<size_t>(r * nk + j)] != 0.0f) EXPECT_EQ(top, sc[static_cast<size_t>(r * nk + j)]);
+      }
+    }
+  }
+}
+
+// Whole forwards of both backends on inputs with exact logits: the same level map.
+TEST(CudaTieRank, ForwardLevelMapEqualsCpuBackend) {
+  PSA_REQUIRE_GPU();
+  const int64_t B = 1, H = 2, D = 64, t = 4, h = 16, w = 24, L = t * h * w;
+  const test::Tensor16 q = small_ints(static_cast<size_t>(B * H * L * D), 21u);
+  const test::Tensor16 k = small_ints(static_cast<size_t>(B * H * L * D), 22u);
+  const test::Tensor16 v = test::make_random(static_cast<size_t>(B * H * L * D), PSA_DTYPE_BF16, 23u);
+  psa_tensor_desc desc{};
+  desc.struct_size = sizeof desc;
+  psa_tensor_desc_init(&desc, PSA_LAYOUT_BNSD, PSA_DTYPE_BF16, B, H, L, D);
+  for (psa_mask_mode mode : {PSA_MASK_MODE_TOPK, PSA_MASK_MODE_THRESHOLDBOUND}) {
+    for (int64_t bn : {32, 64, 128}) {
+      psa_config* cfg = nullptr;
+      ASSERT_EQ(PSA_OK, psa_config_create(&cfg));
+      psa_config_set_int(cfg, PSA_PARAM_BLOCK_N, bn);
+      psa_config_set_int(cfg, PSA_PARAM_MASK_MODE, mode);
+      psa_config_set_int(cfg, PSA_PARAM_USE_REARRANGE, 1);
+      psa_config_set_int(cfg, PSA_PARAM_WARMUP_STEPS, 0);
+      if (mode == PSA_MASK_MODE_THRESHOLDBOUND) {
+        psa_config_set_double(cfg, PSA_PARAM_RATIO_L1, 0.4);
+        psa_config_set_double(cfg, PSA_PARAM_RATIO_L2, 0.5);
+        psa_config_set_double(cfg, PSA_PARAM_RATIO_L4, 0.6);
+        psa_config_set_double(cfg, PSA_PARAM_RATIO_L8, 0.8);
+      }
+      std::vector<int8_t> maps[2];
+      for (int be = 0; be < 2; ++be) {
+        const bool cuda = be == 1;
+        psa_context* ctx = nullptr;
+        ASSERT_EQ(PSA_OK, psa_context_create(cfg, cuda ? PSA_BACKEND_CUDA : PSA_BACKEND_CPU, -1, &ctx));
+        ASSERT_EQ(PSA_OK, psa_context_set_video_grid(ctx, t, h, w, 0, PSA_TEXT_LAST));
+        uint64_t bytes = 0;
+        ASSERT_EQ(PSA_OK, psa_workspace_size(ctx, &desc, &desc, &desc, &desc, &bytes));
+        if (cuda) {
+          DevBuf<uint16_t> dq(q.bits.size()), dk(k.bits.size()), dv(v.bits.size()), dout(q.bits.size());
+          DevBuf<char> ws(bytes);
+          dq.upload(q.bits);
+          dk.upload(k.bits);
+          dv.upload(v.bits);
+          ASSERT_EQ(PSA_OK, psa_attention_forward(ctx, &desc, dq.get(), &desc, dk.get(), &desc, dv.get(), &desc,
+                                                  dout.get(), nullptr, ws.get(), bytes, nullptr))
+              << psa_last_error_message();
+        } else {
+          std::vector<char> ws(bytes);
+          std::vector<uint16_t> out(q.bits.size());
+          ASSERT_EQ(PSA_OK, psa_attention_forward(ctx, &desc, q.bits.data(), &desc, k.bits.data(), &desc,
+                                                  v.bits.data(), &desc, out.data(), nullptr, ws.data(), bytes,
+                                                  nullptr));
+        }
+        int64_t b = 0, hh = 0, mq = 0, nk = 0;
+        ASSERT_EQ(PSA_OK, psa_context_level_map_shape(ctx, &b, &hh, &mq, &nk));
+        maps[be].assign(static_cast<size_t>(b * hh * mq * nk), -1);
+        ASSERT_EQ(PSA_OK, psa_context_get_level_map(ctx, maps[be].data(), maps[be].size())) << psa_last_error_message();
+        psa_context_destroy(ctx);
+      }
+      int64_t differ = 0;
+      for (size_t e = 0; e < maps[0].size(); ++e) differ += maps[0][e] != maps[1][e];
+      EXPECT_EQ(0, differ) << "mode " << mode << " bn " << bn << " of " << maps[0].size();
+      psa_config_destroy(cfg);
+    }
+  }
+}
+
+// Cost of the rule: score kernels and level builder with and without tie masses, video-like and
+// random inputs, standard shapes (prints; run with --gtest_also_run_disabled_tests).
+TEST(CudaTieRank, DISABLED_TieMassCost) {
+  PSA_REQUIRE_GPU();
+  struct Shape {
+    const char* name;
+    int64_t H, L, D, bn;
+  };
+  const Shape shapes[] = {{"cogvideox", 48, 17776, 64, 128},
+                          {"wan13", 12, 32760, 128, 128},
+                          {"wan13/bn32", 12, 32760, 128, 32},
+                          {"wan14", 40, 75600, 128, 128}};
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  auto median_ms = [&](auto&& fn, int reps) {
+    fn();
+    std::vector<float> ms;
+    for (int r = 0; r < reps; ++r) {
+      cudaEventRecord(e0, nullptr);
+      fn();
+      cudaEventRecord(e1, nullptr);
+      cudaEventSynchronize(e1);
+      float m = 0;
+      cudaEventElapsedTime(&m, e0, e1);
+      ms.push_back(m);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  for (const Shape& s : shapes) {
+    for (int video = 1; video >= 0; --video) {
+      const int64_t bm = 128, mq = (s.L + bm - 1) / bm, nk = (s.L + s.bn - 1) / s.bn;
+      const int32_t qs = 32, ks = static_cast<int32_t>(s.bn / 4);
+      const size_t n = static_cast<size_t>(s.H * s.L * s.D);
+      const test::Tensor16 q = video ? test::make_video_like(s.H, s.L, s.D, PSA_DTYPE_BF16, 1u)
+                                     : test::make_random(n, PSA_DTYPE_BF16, 1u);
+      const test::Tensor16 k = video ? test::make_video_like(s.H, s.L, s.D, PSA_DTYPE_BF16, 2u)
+                                     : test::make_random(n, PSA_DTYPE_BF16, 2u);
+      DevBuf<uint16_t> dq(n), dk(n);
+      dq.upload(q.bits);
+      dk.upload(k.bits);
+      DevBuf<int32_t> qoff(static_cast<size_t>(s.H * qs)), koff(static_cast<size_t>(s.H * ks));
+      gpu::OffsetArgs oa;
+      oa.seed = 7;
+      oa.batch = 1;
+      oa.heads_q = s.H;
+      oa.block_m = static_cast<int32_t>(bm);
+      oa.q_count = qs;
+      oa.block_n = static_cast<int32_t>(s.bn);
+      oa.k_count = ks;
+      oa.q_off = qoff.get();
+      oa.k_off = koff.get();
+      ASSERT_EQ(PSA_OK, gpu::sample_offsets_cuda(oa, nullptr));
+      int64_t slots = 0;
+      ASSERT_EQ(PSA_OK, gpu::score_scratch_slots(&slots));
+      const uint64_t bytes = gpu::score_scratch_bytes(s.H, mq, nk, qs, ks, slots);
+      DevBuf<unsigned char> scr(bytes);
+      DevBuf<float> ds(static_cast<size_t>(s.H * mq * nk)), dt(ds.size());
+      DevBuf<int8_t> dl(ds.size());
+      gpu::ScoreArgs sa;
+      sa.q = dq.get();
+      sa.k = dk.get();
+      sa.batch = 1;
+      sa.heads_q = sa.heads_kv = s.H;
+      sa.len_q = sa.len_k = s.L;
+      sa.head_dim = s.D;
+      sa.block_m = bm;
+      sa.block_n = s.bn;
+      sa.q_off = qoff.get();
+      sa.k_off = koff.get();
+      sa.q_count = qs;
+      sa.k_count = ks;
+      sa.scale = 1.0f / std::sqrt(static_cast<float>(s.D));
+      sa.scores = ds.get();
+      sa.scratch = scr.get();
+      sa.scratch_bytes = bytes;
+      gpu::LevelArgs la;
+      la.scores = ds.get();
+      la.batch = 1;
+      la.heads_q = la.heads_kv = s.H;
+      la.mq = mq;
+      la.nk = nk;
+      la.block_m = bm;
+      la.block_n = s.bn;
+      la.tile_n = 32;
+      la.len_q = la.len_k = s.L;
+      la.levels = dl.get();
+      const int reps = s.H * s.L > 1000000 ? 5 : 9;
+      float imp[2], lev[2][2];
+      for (int with = 0; with < 2; ++with) {
+        sa.ties = with ? dt.get() : nullptr;
+        imp[with] = median_ms([&] { gpu::block_scores_cuda(sa, nullptr); }, reps);
+      }
+      // Mask: the scores and tie masses of the run with tie masses.
+      for (int mode = 0; mode < 2; ++mode) {
+        la.mode = mode ? PSA_MASK_MODE_THRESHOLDBOUND : PSA_MASK_MODE_TOPK;
+        for (int with = 0; with < 2; ++with) {
+          la.ties = with ? dt.get() : nullptr;
+          lev[mode][with] = median_ms([&] { gpu::build_levels_cuda(la, nullptr); }, reps);
+        }
+      }
+      const std::vector<float> t = dt.download();
+      int64_t tied = 0;
+      for (float v : t) tied += v != 0.0f;
+      std::printf("[tie cost] %-11s %-6s tie blocks/row %.2f | importance %.3f -> %.3f ms (%+.1f%%) | levels topk "
+                  "%.3f -> %.3f, thresholdbound %.3f -> %.3f ms | added %.1f%% of importance\n",
+                  s.name, video ? "video" : "random", static_cast<double>(tied) / static_cast<double>(s.H * mq),
+                  imp[0], imp[1], 100.0 * (imp[1] - imp[0]) / imp[0], lev[0][0], lev[0][1], lev[1][0], lev[1][1],
+                  100.0 * ((imp[1] - imp[0]) + std::max(lev[0][1] - lev[0][0], lev[1][1] - lev[1][0])) / imp[0]);
+    }
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+}  // namespace
+}  // namespace psa
