@@ -86,7 +86,7 @@ PSA_API psa_status psa_level_map_workspace_size(psa_context* context, const psa_
   PSA_RETURN_IF(bytes == nullptr, PSA_ERR_NULL_POINTER, "bytes: must not be NULL");
   const Plan* plan = nullptr;
   PSA_TRY(plan_level_map(context, q, k, &plan));
-  *bytes = psa::level_map_workspace_cpu(context->cfg, *plan);
+  *bytes = psa::level_map_workspace_cpu(*plan);
   return PSA_OK;
   PSA_API_END
 }
@@ -103,7 +103,7 @@ PSA_API psa_status psa_compute_level_map(psa_context* context, const psa_tensor_
   PSA_RETURN_IF(k == nullptr, PSA_ERR_NULL_POINTER, "k: must not be NULL");
   PSA_RETURN_IF(levels == nullptr, PSA_ERR_NULL_POINTER, "levels: must not be NULL");
   const Problem& pb = plan->problem;
-  const uint64_t need = psa::level_map_workspace_cpu(context->cfg, *plan);
+  const uint64_t need = psa::level_map_workspace_cpu(*plan);
   PSA_RETURN_IF(workspace_bytes < need, PSA_ERR_WORKSPACE_TOO_SMALL,
                 "workspace_bytes = %llu; this shape needs %llu (query "
                 "psa_level_map_workspace_size)",
@@ -150,7 +150,7 @@ PSA_API psa_status psa_compute_level_map(psa_context* context, const psa_tensor_
   const int64_t step = context->next_step();
   const bool dense = context->step_is_dense(step);
   psa::LevelCounts counts;
-  psa::level_map_cpu(context->cfg, *plan, t, dense, levels, psa::cpu_kept_levels(*plan),
+  psa::level_map_cpu(*plan, t, dense, levels, psa::cpu_kept_levels(*plan),
                      workspace, &counts);
   context->has_stats = true;
   context->last_dense = dense;

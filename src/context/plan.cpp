@@ -7,6 +7,7 @@
 #include "context/context.h"
 #include "core/error.h"
 #include "importance/importance.h"
+#include "mask/mask_spec.h"
 
 namespace psa {
 
@@ -32,6 +33,46 @@ RoutePlan resolve_route(const Config& config) {
   r.xattn_chunk_size = config.xattn_chunk_size;
   r.text_length = config.text_length;
   return r;
+}
+
+void count_levels(const int8_t* levels, int64_t n, LevelCounts* c) {
+  for (int64_t e = 0; e < n; ++e) {
+    const int lvl = levels[e];
+    const int slot = slot_of_level(lvl) < 0 ? kSlotL0 : slot_of_level(lvl);
+    ++c->count[slot];
+    if (lvl > 0) c->density_sum += 1.0 / lvl;
+  }
+}
+
+MaskPostParams mask_post_params(const Plan& plan, const int8_t* cap) {
+  MaskPostParams post;
+  post.block_m = plan.block_m;
+  post.block_n = plan.block_n;
+  post.lq = plan.problem.len_q;
+  post.lk = plan.problem.len_k;
+  post.causal = plan.route.causal;
+  post.text_rule = plan.route.text_rule;
+  post.text_rows_dense = plan.route.text_rows_dense;
+  post.text_begin = plan.text_begin;
+  post.text_end = plan.text_end;
+  post.sim_cap = plan.route.sim_cap() ? cap : nullptr;
+  return post;
+}
+
+ImportanceSampling importance_sampling(const Plan& plan, int64_t b, int64_t h,
+                                       const int32_t* q_offsets, const int32_t* k_offsets) {
+  ImportanceSampling sm;
+  sm.seed = plan.route.seed;
+  sm.batch = b + plan.route.batch_offset;
+  sm.head = h + plan.route.head_offset;
+  sm.q_count = static_cast<int32_t>(plan.q_samples);
+  sm.k_count = static_cast<int32_t>(plan.k_samples);
+  if (q_offsets != nullptr) {
+    const int64_t bh = b * plan.problem.heads_q + h;
+    sm.q_injected = q_offsets + bh * plan.q_samples;
+    sm.k_injected = k_offsets + bh * plan.k_samples;
+  }
+  return sm;
 }
 
 psa_status make_plan(const Config& config, const VideoGeometry& geometry, const Problem& problem,

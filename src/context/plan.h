@@ -7,6 +7,7 @@
 
 #include "config/config.h"
 #include "core/problem.h"
+#include "importance/importance.h"
 #include "mask/mask.h"
 #include "rearrange/rearrange.h"
 
@@ -19,6 +20,8 @@ struct LevelCounts {
   double density_sum = 0.0;
   double stage_ms[7] = {0, 0, 0, 0, 0, 0, 0};
 };
+// Adds the n entries of a level map (values 0/1/2/4/8) to c's counts and density sum.
+void count_levels(const int8_t* levels, int64_t n, LevelCounts* c);
 
 // Every Config-derived choice a forward makes, resolved once when the shape is planned
 // (resolve_route). Backends read this, never Config: a forward holds no method comparisons.
@@ -76,5 +79,16 @@ struct Plan {
   uint64_t workspace_bytes = 0;
   std::unique_ptr<BackendPlanData> backend_data;
 };
+
+// The mask stage's post-processing parameters of `plan` (causal band, text rule and span,
+// similarity cap `cap` [Nk] when the route caps levels, else ignored). Both host forwards
+// (the CPU backend and the ring's level map) take them from here.
+MaskPostParams mask_post_params(const Plan& plan, const int8_t* cap);
+
+// The importance sampling of (batch b, query head h) of `plan`: the injected offsets when
+// q_offsets is non-NULL ([B*Hq, q_samples] / [B*Hq, k_samples]), else the seeded sampler at
+// the shard's global (batch, head).
+ImportanceSampling importance_sampling(const Plan& plan, int64_t b, int64_t h,
+                                       const int32_t* q_offsets, const int32_t* k_offsets);
 
 }  // namespace psa

@@ -6,7 +6,6 @@
 #pragma once
 #include <cstdint>
 
-#include "config/config.h"
 #include "context/plan.h"
 
 namespace psa {
@@ -29,13 +28,13 @@ struct RingTensors {
 };
 
 // Workspace bytes of level_map_cpu / shard_attention_cpu for `plan`.
-uint64_t level_map_workspace_cpu(const Config& cfg, const Plan& plan);
+uint64_t level_map_workspace_cpu(const Plan& plan);
 uint64_t shard_attention_workspace_cpu(const Plan& plan);
 
 // Levels [B, Hq, Mq, Nk] of plan's (q, k) into `levels` (contiguous); dense = every level 1.
 // `kept` (optional) receives a copy (the plan's kept map). Fills *counts.
-void level_map_cpu(const Config& cfg, const Plan& plan, const RingTensors& t, bool dense,
-                   int8_t* levels, int8_t* kept, void* workspace, LevelCounts* counts);
+void level_map_cpu(const Plan& plan, const RingTensors& t, bool dense, int8_t* levels,
+                   int8_t* kept, void* workspace, LevelCounts* counts);
 
 // Attention of plan's q against the K/V shard of plan's len_k tokens, whose key blocks are
 // columns [begin, begin + plan.k_blocks) of `levels` (row stride map_nk).

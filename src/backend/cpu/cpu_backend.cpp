@@ -86,15 +86,6 @@ Scratch carve(Carver& c, const Plan& p) {
   return s;
 }
 
-void count_levels(const int8_t* levels, int64_t n, LevelCounts* c) {
-  for (int64_t e = 0; e < n; ++e) {
-    const int lvl = levels[e];
-    const int slot = slot_of_level(lvl) < 0 ? kSlotL0 : slot_of_level(lvl);
-    ++c->count[slot];
-    if (lvl > 0) c->density_sum += 1.0 / lvl;
-  }
-}
-
 // The level map of the last sparse forward of a plan, [B, Hq, Mq, Nk], allocated (not
 // touched) by prepare; the forward only writes it. NULL when the allocation failed: planning
 // still succeeds and read_levels reports PSA_ERR_OUT_OF_MEMORY.
@@ -159,35 +150,15 @@ class CpuForward {
     rearrange_head_cpu(a_.q, pb.dtype, a_.q_stride, b, h, pb.len_q, pb.head_dim, *qsrc_, s_.q);
   }
   void importance(int64_t b, int64_t h) {
-    const RoutePlan& r = plan_.route;
-    ImportanceSampling sm;
-    sm.seed = r.seed;
-    sm.batch = b + r.batch_offset;
-    sm.head = h + r.head_offset;
-    sm.q_count = static_cast<int32_t>(plan_.q_samples);
-    sm.k_count = static_cast<int32_t>(plan_.k_samples);
-    if (a_.q_offsets != nullptr) {
-      const int64_t bh = b * plan_.problem.heads_q + h;
-      sm.q_injected = a_.q_offsets + bh * plan_.q_samples;
-      sm.k_injected = a_.k_offsets + bh * plan_.k_samples;
-    }
+    const ImportanceSampling sm = importance_sampling(plan_, b, h, a_.q_offsets, a_.k_offsets);
     importance_head_cpu(s_.q, plan_.problem.len_q, s_.k, plan_.problem.len_k,
                         plan_.problem.head_dim, plan_.block_m, plan_.block_n, plan_.scale, sm,
-                        s_.shuffle, s_.q_off, s_.k_off, s_.scores, r.tie_mass ? s_.ties : nullptr);
+                        s_.shuffle, s_.q_off, s_.k_off, s_.scores,
+                        plan_.route.tie_mass ? s_.ties : nullptr);
   }
   void mask(int64_t b, int64_t h) {
     const RoutePlan& r = plan_.route;
-    MaskPostParams post;
-    post.block_m = plan_.block_m;
-    post.block_n = plan_.block_n;
-    post.lq = plan_.problem.len_q;
-    post.lk = plan_.problem.len_k;
-    post.causal = r.causal;
-    post.text_rule = r.text_rule;
-    post.text_rows_dense = r.text_rows_dense;
-    post.text_begin = plan_.text_begin;
-    post.text_end = plan_.text_end;
-    post.sim_cap = r.use_sim_mask ? s_.cap : nullptr;
+    const MaskPostParams post = mask_post_params(plan_, s_.cap);
     mask_head_cpu(s_.scores, plan_.q_blocks, plan_.k_blocks, r.mask_row, post,
                   r.tie_mass ? s_.ties : nullptr, s_.levels, s_.order);
     keep_levels(b, h);
