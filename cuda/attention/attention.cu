@@ -17,13 +17,13 @@ namespace {
 // The Hopper kernel loads each work-list entry (block_n / p rows) as one TMA box inside a
 // 128-key tile, so block_n / p must divide 128.
 bool sm90_block_n_ok(const AttentionArgs& a) {
-  return a.dense || (a.block_n >= 8 && a.block_n <= 128 && (a.block_n & (a.block_n - 1)) == 0);
+  return a.dense || (a.dims.block_n >= 8 && a.dims.block_n <= 128 && (a.dims.block_n & (a.dims.block_n - 1)) == 0);
 }
 }  // namespace
 
 AttentionKernel attention_kernel_for(const AttentionArgs& a) {
   if (a.kernel != AttentionKernel::kAuto) return a.kernel;
-  return a.block_m == 128 && sm90_block_n_ok(a) && attention_sm90_available() ? AttentionKernel::kSm90
+  return a.dims.block_m == 128 && sm90_block_n_ok(a) && attention_sm90_available() ? AttentionKernel::kSm90
                                                                               : AttentionKernel::kSm80;
 }
 
@@ -52,8 +52,8 @@ psa_status attention_supported(psa_dtype dtype, int64_t batch, int64_t heads_q, 
 }
 
 psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
-  PSA_TRY(attention_supported(a.dtype, a.batch, a.heads_q, a.len_q, a.len_k, a.head_dim, a.block_m,
-                              a.block_n, a.dense));
+  PSA_TRY(attention_supported(a.dtype, a.dims.batch, a.dims.heads_q, a.dims.len_q, a.dims.len_k, a.dims.head_dim, a.dims.block_m,
+                              a.dims.block_n, a.dense));
   PSA_RETURN_IF(!attention_rows_aligned(a.q, a.q_stride) || !attention_rows_aligned(a.k, a.k_stride) ||
                     !attention_rows_aligned(a.v, a.v_stride),
                 PSA_ERR_INTERNAL, "attention: q/k/v rows must be 16-byte aligned (gather first)");
@@ -68,7 +68,7 @@ psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
   p.q_sh = a.q_stride[1];
   p.q_sl = a.q_stride[2];
   p.q_rows = a.q_rows;
-  const int64_t nk = ceil_div(a.len_k, a.block_n);
+  const int64_t nk = ceil_div(a.dims.len_k, a.dims.block_n);
   p.k[0] = a.k;
   p.v[0] = a.v;
   p.k_sb[0] = a.k_stride[0];
@@ -78,12 +78,12 @@ psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
   p.v_sh[0] = a.v_stride[1];
   p.v_sl[0] = a.v_stride[2];
   for (int li = 1; li < 4; ++li) {
-    const int64_t lp = nk * a.block_n >> li;
+    const int64_t lp = nk * a.dims.block_n >> li;
     p.k[li] = a.dense ? a.k : a.k_pooled[li - 1];
     p.v[li] = a.dense ? a.v : a.v_pooled[li - 1];
-    p.k_sb[li] = p.v_sb[li] = a.heads_kv * lp * a.head_dim;
-    p.k_sh[li] = p.v_sh[li] = lp * a.head_dim;
-    p.k_sl[li] = p.v_sl[li] = a.head_dim;
+    p.k_sb[li] = p.v_sb[li] = a.dims.heads_kv * lp * a.dims.head_dim;
+    p.k_sh[li] = p.v_sh[li] = lp * a.dims.head_dim;
+    p.k_sl[li] = p.v_sl[li] = a.dims.head_dim;
   }
   p.out = a.out;
   p.o_sb = a.o_stride[0];
@@ -94,45 +94,45 @@ psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
   p.out_rows = a.out_rows;
   p.wl_blocks = a.wl_blocks;
   p.wl_count = a.wl_count;
-  p.heads_q = a.heads_q;
-  p.group = a.heads_q / a.heads_kv;
-  p.len_q = a.len_q;
-  p.len_k = a.len_k;
+  p.heads_q = a.dims.heads_q;
+  p.group = a.dims.heads_q / a.dims.heads_kv;
+  p.len_q = a.dims.len_q;
+  p.len_k = a.dims.len_k;
   p.nk = nk;
-  p.mq = ceil_div(a.len_q, a.block_m);
-  p.block_n = a.block_n;
+  p.mq = ceil_div(a.dims.len_q, a.dims.block_m);
+  p.block_n = a.dims.block_n;
   p.scale = a.scale;
   p.causal = a.causal ? 1 : 0;
   p.dense = a.dense ? 1 : 0;
   p.max_ctas = a.max_ctas > 0 ? a.max_ctas : 0;
-  if (a.batch == 0 || a.heads_q == 0 || p.mq == 0) return PSA_OK;
+  if (a.dims.batch == 0 || a.dims.heads_q == 0 || p.mq == 0) return PSA_OK;
 
-  const int bm = static_cast<int>(a.block_m);
+  const int bm = static_cast<int>(a.dims.block_m);
   const AttentionKernel kernel = attention_kernel_for(a);
   if (kernel == AttentionKernel::kSm90) {
     PSA_RETURN_IF(bm != 128 || !attention_sm90_available() || !sm90_block_n_ok(a), PSA_ERR_UNSUPPORTED,
                   "attention: the sm90 kernel needs compute capability 9.x, an sm_90a build, "
                   "block_size.m = 128 (got %d) and block_size.n a power of two <= 128 (got %lld)",
-                  bm, static_cast<long long>(a.block_n));
-    const cudaError_t e = launch_attention_sm90(p, a.dtype == PSA_DTYPE_F16, static_cast<int>(a.head_dim),
-                                                a.batch, stream);
+                  bm, static_cast<long long>(a.dims.block_n));
+    const cudaError_t e = launch_attention_sm90(p, a.dtype == PSA_DTYPE_F16, static_cast<int>(a.dims.head_dim),
+                                                a.dims.batch, stream);
     if (e == cudaSuccess) return PSA_OK;
     // cudaErrorNotSupported: TMA cannot describe these tensors (strides); the sm80 kernel can.
     if (e != cudaErrorNotSupported || a.kernel == AttentionKernel::kSm90)
       return set_error(PSA_ERR_CUDA, "sparse_attention_sm90_kernel<%s, d=%lld>: %s",
-                       dtype_name(a.dtype), static_cast<long long>(a.head_dim),
+                       dtype_name(a.dtype), static_cast<long long>(a.dims.head_dim),
                        cudaGetErrorString(e));
   }
   cudaError_t e;
   if (a.dtype == PSA_DTYPE_F16)
-    e = a.head_dim == 64 ? launch_attention_f16_d64(p, bm, a.batch, stream)
-                         : launch_attention_f16_d128(p, bm, a.batch, stream);
+    e = a.dims.head_dim == 64 ? launch_attention_f16_d64(p, bm, a.dims.batch, stream)
+                         : launch_attention_f16_d128(p, bm, a.dims.batch, stream);
   else
-    e = a.head_dim == 64 ? launch_attention_bf16_d64(p, bm, a.batch, stream)
-                         : launch_attention_bf16_d128(p, bm, a.batch, stream);
+    e = a.dims.head_dim == 64 ? launch_attention_bf16_d64(p, bm, a.dims.batch, stream)
+                         : launch_attention_bf16_d128(p, bm, a.dims.batch, stream);
   if (e != cudaSuccess)
     return set_error(PSA_ERR_CUDA, "sparse_attention_kernel<%s, d=%lld, bm=%d>: %s",
-                     dtype_name(a.dtype), static_cast<long long>(a.head_dim),
+                     dtype_name(a.dtype), static_cast<long long>(a.dims.head_dim),
                      bm, cudaGetErrorString(e));
   return PSA_OK;
 }

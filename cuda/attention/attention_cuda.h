@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/core/problem_dims.h"
 #include "psa.h"
 
 namespace psa {
@@ -15,8 +16,7 @@ enum class AttentionKernel { kAuto, kSm80, kSm90 };
 
 struct AttentionArgs {
   psa_dtype dtype = PSA_DTYPE_BF16;  // F16 or BF16; out has the same type
-  int64_t batch = 0, heads_q = 0, heads_kv = 0, len_q = 0, len_k = 0, head_dim = 0;
-  int64_t block_m = 128, block_n = 64;  // block_m: 64 or 128; block_n: any multiple of 8
+  ProblemDims dims;  // block_m: 64 or 128; block_n: any multiple of 8 (mq, nk unused)
   float scale = 0.0f;
   bool causal = false;
   bool dense = false;  // all keys at level 1; wl_* and the pooled levels are ignored

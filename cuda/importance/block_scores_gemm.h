@@ -34,9 +34,9 @@ inline QRowSource q_row_source(const ScoreArgs& a) {
   const bool contiguous = a.q_stride[0] == 0 && a.q_stride[1] == 0 && a.q_stride[2] == 0;
   QRowSource s;
   s.base = a.q;
-  s.sb = contiguous ? a.heads_q * a.len_q * a.head_dim : a.q_stride[0];
-  s.sh = contiguous ? a.len_q * a.head_dim : a.q_stride[1];
-  s.sl = contiguous ? a.head_dim : a.q_stride[2];
+  s.sb = contiguous ? a.dims.heads_q * a.dims.len_q * a.dims.head_dim : a.q_stride[0];
+  s.sh = contiguous ? a.dims.len_q * a.dims.head_dim : a.q_stride[1];
+  s.sl = contiguous ? a.dims.head_dim : a.q_stride[2];
   s.index = a.q_rows;
   return s;
 }
@@ -63,7 +63,7 @@ struct GemmScoreParams {
   float* ties;     // [B*Hq, mq, nk] tie masses, or NULL (ScoreArgs::ties)
 };
 
-// Hopper kernel (block_scores_sm90.cu) for a.dtype and a.head_dim; grid <= `slots`.
+// Hopper kernel (block_scores_sm90.cu) for a.dtype and a.dims.head_dim; grid <= `slots`.
 // cudaErrorNotSupported when TMA cannot describe K (the caller then runs the sm80 kernel).
 cudaError_t launch_scores_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t slots, cudaStream_t s);
 

@@ -18,16 +18,16 @@ psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream) {
   GemmScoreParams p{};
   p.q = q_row_source(a);
   p.k = a.k;
-  p.heads_q = a.heads_q;
-  p.group = a.heads_q / a.heads_kv;
-  p.len_q = a.len_q;
-  p.len_k = a.len_k;
-  p.block_m = a.block_m;
-  p.block_n = a.block_n;
-  p.mq = ceil_div(a.len_q, a.block_m);
-  p.nk = ceil_div(a.len_k, a.block_n);
+  p.heads_q = a.dims.heads_q;
+  p.group = a.dims.heads_q / a.dims.heads_kv;
+  p.len_q = a.dims.len_q;
+  p.len_k = a.dims.len_k;
+  p.block_m = a.dims.block_m;
+  p.block_n = a.dims.block_n;
+  p.mq = ceil_div(a.dims.len_q, a.dims.block_m);
+  p.nk = ceil_div(a.dims.len_k, a.dims.block_n);
   p.row_tiles = ceil_div(p.mq * a.q_count, kScoreTileRows);
-  p.tiles = score_gemm_tiles(a.batch * a.heads_q, p.mq, a.q_count);
+  p.tiles = score_gemm_tiles(a.dims.batch * a.dims.heads_q, p.mq, a.q_count);
   p.q_off = a.q_off;
   p.k_off = a.k_off;
   p.q_count = a.q_count;
@@ -46,8 +46,8 @@ psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream) {
   const bool bf16 = a.dtype == PSA_DTYPE_BF16;
   PSA_RETURN_IF(!bf16 && a.dtype != PSA_DTYPE_F16, PSA_ERR_UNSUPPORTED,
                 "importance: dtype = %d; supported: f16, bf16", static_cast<int>(a.dtype));
-  PSA_RETURN_IF(a.head_dim != 64 && a.head_dim != 128, PSA_ERR_UNSUPPORTED,
-                "q: shape[3] (head_dim) = %lld; supported: 64, 128", static_cast<long long>(a.head_dim));
+  PSA_RETURN_IF(a.dims.head_dim != 64 && a.dims.head_dim != 128, PSA_ERR_UNSUPPORTED,
+                "q: shape[3] (head_dim) = %lld; supported: 64, 128", static_cast<long long>(a.dims.head_dim));
   const bool sm90 = a.kernel != ScoreKernel::kSm80 && score_sm90_available();
   PSA_RETURN_IF(a.kernel == ScoreKernel::kSm90 && !sm90, PSA_ERR_UNSUPPORTED,
                 "importance: the sm90 score kernel needs compute capability 9.x and an sm_90a build");
@@ -55,11 +55,11 @@ psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream) {
     const cudaError_t e = score_gemm::launch_scores_sm90(p, a, slots, stream);
     if (e == cudaSuccess) return PSA_OK;
     if (e != cudaErrorNotSupported || a.kernel == ScoreKernel::kSm90)
-      return set_error(PSA_ERR_CUDA, "block_scores_sm90_kernel<d=%lld>: %s", static_cast<long long>(a.head_dim),
+      return set_error(PSA_ERR_CUDA, "block_scores_sm90_kernel<d=%lld>: %s", static_cast<long long>(a.dims.head_dim),
                        cudaGetErrorString(e));
     (void)cudaGetLastError();
   }
-  if (a.head_dim == 64)
+  if (a.dims.head_dim == 64)
     return bf16 ? score_gemm::launch_scores_bf16_d64(p, a.k_count, slots, stream)
                 : score_gemm::launch_scores_f16_d64(p, a.k_count, slots, stream);
   return bf16 ? score_gemm::launch_scores_bf16_d128(p, a.k_count, slots, stream)

@@ -68,13 +68,13 @@ cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t sl
   Sm90ScoreParams sp{};
   sp.g = p;
   sp.k_count = a.k_count;
-  const int64_t nk_full = a.len_k / a.block_n;
+  const int64_t nk_full = a.dims.len_k / a.dims.block_n;
   if (nk_full > INT32_MAX / 2) return cudaErrorNotSupported;
   sp.nk_full = static_cast<int32_t>(nk_full);
   sp.sched = make_schedule(p.nk, nk_full, a.k_count);
   if (nk_full > 0) {
     for (int w = 0; w < 4; ++w)
-      if (!encode_k_map(&sp.kmap[w], std::is_same<T, __half>::value, a.k, a.batch, a.heads_kv, a.len_k, D, a.block_n,
+      if (!encode_k_map(&sp.kmap[w], std::is_same<T, __half>::value, a.k, a.dims.batch, a.dims.heads_kv, a.dims.len_k, D, a.dims.block_n,
                         nk_full, 64 >> w))
         return cudaErrorNotSupported;
   }
@@ -99,9 +99,9 @@ cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t sl
 
 cudaError_t launch_scores_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t slots, cudaStream_t stream) {
   const bool f16 = a.dtype == PSA_DTYPE_F16;
-  if (a.head_dim == 64) return f16 ? launch_sm90<__half, 64>(p, a, slots, stream)
+  if (a.dims.head_dim == 64) return f16 ? launch_sm90<__half, 64>(p, a, slots, stream)
                                    : launch_sm90<__nv_bfloat16, 64>(p, a, slots, stream);
-  if (a.head_dim == 128) return f16 ? launch_sm90<__half, 128>(p, a, slots, stream)
+  if (a.dims.head_dim == 128) return f16 ? launch_sm90<__half, 128>(p, a, slots, stream)
                                     : launch_sm90<__nv_bfloat16, 128>(p, a, slots, stream);
   return cudaErrorNotSupported;
 }

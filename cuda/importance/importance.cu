@@ -276,17 +276,17 @@ psa_status importance_supported(int64_t block_m, int64_t block_n, int64_t q_coun
 }
 
 psa_status sample_offsets_cuda(const OffsetArgs& a, cudaStream_t stream) {
-  PSA_TRY(importance_supported(a.block_m, a.block_n, a.q_count, a.k_count));
-  const int64_t total = a.batch * a.heads_q * 2;
+  PSA_TRY(importance_supported(a.dims.block_m, a.dims.block_n, a.q_count, a.k_count));
+  const int64_t total = a.dims.batch * a.dims.heads_q * 2;
   if (total == 0) return PSA_OK;
   const int threads = 64;
   sample_offsets_kernel<<<static_cast<unsigned>(ceil_div(total, threads)), threads, 0, stream>>>(
-      a.seed, a.heads_q, a.batch_offset, a.head_offset, a.block_m, a.q_count, a.block_n, a.k_count, a.q_off, a.k_off, total);
+      a.seed, a.dims.heads_q, a.batch_offset, a.head_offset, a.dims.block_m, a.q_count, a.dims.block_n, a.k_count, a.q_off, a.k_off, total);
   return launch_status("sample_offsets_kernel");
 }
 
 psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
-  PSA_TRY(importance_supported(a.block_m, a.block_n, a.q_count, a.k_count));
+  PSA_TRY(importance_supported(a.dims.block_m, a.dims.block_n, a.q_count, a.k_count));
   const QRowSource qs = q_row_source(a);
   const int64_t q_stride[4] = {qs.sb, qs.sh, qs.sl, a.q_stride[3]};
   PSA_RETURN_IF(!rows_16b_aligned(a.q, q_stride), PSA_ERR_INTERNAL,
@@ -294,20 +294,20 @@ psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
                 static_cast<long long>(a.q_stride[0]), static_cast<long long>(a.q_stride[1]),
                 static_cast<long long>(a.q_stride[2]), static_cast<long long>(a.q_stride[3]));
   if (a.scratch != nullptr && score_gemm_supported(a.q_count, a.k_count) &&
-      (a.head_dim == 64 || a.head_dim == 128) && a.block_n > 0 &&
-      a.scratch_bytes >= score_scratch_slot_bytes(ceil_div(a.len_k, a.block_n)))
+      (a.dims.head_dim == 64 || a.dims.head_dim == 128) && a.dims.block_n > 0 &&
+      a.scratch_bytes >= score_scratch_slot_bytes(ceil_div(a.dims.len_k, a.dims.block_n)))
     return block_scores_gemm_cuda(a, stream);
   ScoreKernelParams p{};
   p.q = qs;
   p.k = a.k;
-  p.heads_q = a.heads_q;
-  p.group = a.heads_q / a.heads_kv;
-  p.len_q = a.len_q;
-  p.len_k = a.len_k;
-  p.block_m = a.block_m;
-  p.block_n = a.block_n;
-  p.mq = ceil_div(a.len_q, a.block_m);
-  p.nk = ceil_div(a.len_k, a.block_n);
+  p.heads_q = a.dims.heads_q;
+  p.group = a.dims.heads_q / a.dims.heads_kv;
+  p.len_q = a.dims.len_q;
+  p.len_k = a.dims.len_k;
+  p.block_m = a.dims.block_m;
+  p.block_n = a.dims.block_n;
+  p.mq = ceil_div(a.dims.len_q, a.dims.block_m);
+  p.nk = ceil_div(a.dims.len_k, a.dims.block_n);
   p.q_off = a.q_off;
   p.k_off = a.k_off;
   p.q_count = a.q_count;
@@ -319,10 +319,10 @@ psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
   // A chunk holds whole key blocks: up to kKC sampled keys.
   const int kc = kKC;
   p.blocks_per_chunk = kc / a.k_count;
-  if (p.mq == 0 || p.nk == 0 || a.batch == 0 || a.heads_q == 0) return PSA_OK;
+  if (p.mq == 0 || p.nk == 0 || a.dims.batch == 0 || a.dims.heads_q == 0) return PSA_OK;
   switch (a.dtype) {
-    case PSA_DTYPE_F16: return dispatch_scores<__half>(p, a.head_dim, kc, a.batch, stream);
-    case PSA_DTYPE_BF16: return dispatch_scores<__nv_bfloat16>(p, a.head_dim, kc, a.batch, stream);
+    case PSA_DTYPE_F16: return dispatch_scores<__half>(p, a.dims.head_dim, kc, a.dims.batch, stream);
+    case PSA_DTYPE_BF16: return dispatch_scores<__nv_bfloat16>(p, a.dims.head_dim, kc, a.dims.batch, stream);
     default:
       return set_error(PSA_ERR_UNSUPPORTED, "importance: dtype = %d; supported: f16, bf16",
                        static_cast<int>(a.dtype));

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/core/problem_dims.h"
 #include "psa.h"
 
 namespace psa {
@@ -16,7 +17,7 @@ namespace gpu {
 // (b0, h0) = (batch_offset, head_offset). Blocks <= 128.
 struct OffsetArgs {
   uint64_t seed = 0;
-  int64_t batch = 0, heads_q = 0;
+  ProblemDims dims;  // batch, heads_q
   int64_t batch_offset = 0, head_offset = 0;  // global index of (b, h) = (0, 0) (shards)
   int32_t block_m = 0, q_count = 0, block_n = 0, k_count = 0;
   int32_t* q_off = nullptr;
@@ -50,8 +51,7 @@ struct ScoreArgs {
   const void* k = nullptr;
   int64_t q_stride[4] = {0, 0, 0, 1};  // (batch, head, row, 1); {0, 0, 0, 1}: contiguous
   const int64_t* q_rows = nullptr;     // [Lq] problem row -> q row; NULL = identity
-  int64_t batch = 0, heads_q = 0, heads_kv = 0, len_q = 0, len_k = 0, head_dim = 0;
-  int64_t block_m = 0, block_n = 0;
+  ProblemDims dims;  // mq, nk unused
   const int32_t* q_off = nullptr;  // [B*Hq, q_count]
   const int32_t* k_off = nullptr;  // [B*Hq, k_count]
   int32_t q_count = 0, k_count = 0;

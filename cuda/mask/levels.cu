@@ -299,20 +299,20 @@ psa_status levels_supported(int64_t batch, int64_t heads_q, int64_t mq, int64_t 
 }
 
 psa_status build_levels_cuda(const LevelArgs& a, cudaStream_t stream) {
-  if (a.batch == 0 || a.heads_q == 0 || a.mq == 0 || a.nk == 0) return PSA_OK;
-  PSA_TRY(levels_supported(a.batch, a.heads_q, a.mq, a.nk, a.block_n));
+  if (a.dims.batch == 0 || a.dims.heads_q == 0 || a.dims.mq == 0 || a.dims.nk == 0) return PSA_OK;
+  PSA_TRY(levels_supported(a.dims.batch, a.dims.heads_q, a.dims.mq, a.dims.nk, a.dims.block_n));
   LevelKernelParams p{};
   p.scores = a.scores;
   p.ties = a.ties;
-  p.heads_q = a.heads_q;
-  p.group = a.heads_q / a.heads_kv;
-  p.mq = a.mq;
-  p.nk = a.nk;
-  p.block_m = a.block_m;
-  p.block_n = a.block_n;
+  p.heads_q = a.dims.heads_q;
+  p.group = a.dims.heads_q / a.dims.heads_kv;
+  p.mq = a.dims.mq;
+  p.nk = a.dims.nk;
+  p.block_m = a.dims.block_m;
+  p.block_n = a.dims.block_n;
   p.tile_n = a.tile_n;
-  p.len_q = a.len_q;
-  p.len_k = a.len_k;
+  p.len_q = a.dims.len_q;
+  p.len_k = a.dims.len_k;
   p.thresholdbound = a.mode == PSA_MASK_MODE_THRESHOLDBOUND;
   for (int s = 0; s < kMaskSlots; ++s) p.ratio_end[s] = a.ratio_end[s];
   p.min_full_ratio = a.min_full_ratio;
@@ -323,14 +323,14 @@ psa_status build_levels_cuda(const LevelArgs& a, cudaStream_t stream) {
   p.text_end = a.text_end;
   p.cap = a.cap;
   p.levels = a.levels;
-  const dim3 grid(static_cast<unsigned>(a.mq), static_cast<unsigned>(a.heads_q),
-                  static_cast<unsigned>(a.batch));
+  const dim3 grid(static_cast<unsigned>(a.dims.mq), static_cast<unsigned>(a.dims.heads_q),
+                  static_cast<unsigned>(a.dims.batch));
 #define PSA_LAUNCH_IF_FITS(T, I) \
-  if (a.nk <= int64_t{T} * I) return launch_tile<T, I>(p, grid, stream);
+  if (a.dims.nk <= int64_t{T} * I) return launch_tile<T, I>(p, grid, stream);
   PSA_LEVEL_TILES(PSA_LAUNCH_IF_FITS)
 #undef PSA_LAUNCH_IF_FITS
   return set_error(PSA_ERR_UNSUPPORTED, "mask: %lld key blocks per row; no level tile holds them",
-                   static_cast<long long>(a.nk));
+                   static_cast<long long>(a.dims.nk));
 }
 
 }  // namespace gpu

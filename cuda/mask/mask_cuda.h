@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/core/problem_dims.h"
 #include "psa.h"
 
 namespace psa {
@@ -29,8 +30,8 @@ struct LevelArgs {
   // [B*Hq, mq, nk] tie masses (ScoreArgs::ties) or NULL (equal scores: key index). Non-zero only
   // on blocks of their row's top score, as importance writes them (mask_spec.h ranks_before).
   const float* ties = nullptr;
-  int64_t batch = 0, heads_q = 0, heads_kv = 0, mq = 0, nk = 0;
-  int64_t block_m = 0, block_n = 0, tile_n = 0, len_q = 0, len_k = 0;
+  ProblemDims dims;  // head_dim unused
+  int64_t tile_n = 0;
   psa_mask_mode mode = PSA_MASK_MODE_TOPK;
   double ratio_end[5] = {0.1, 0.15, 0.15, 0.35, 1.0};
   double min_full_ratio = 0.06;

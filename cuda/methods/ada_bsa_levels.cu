@@ -191,33 +191,33 @@ int64_t ada_bsa_max_blocks(int64_t head_dim) {
 psa_status ada_bsa_levels_cuda(const AdaBsaMaskArgs& a, cudaStream_t stream) {
   PSA_RETURN_IF(a.dtype != PSA_DTYPE_F16 && a.dtype != PSA_DTYPE_BF16, PSA_ERR_UNSUPPORTED,
                 "ada_bsa mask: dtype = %d; the CUDA builder supports f16 and bf16", static_cast<int>(a.dtype));
-  PSA_RETURN_IF(a.heads_kv <= 0 || a.heads_q % a.heads_kv != 0 || a.head_dim <= 0 || a.head_dim % 8 != 0,
+  PSA_RETURN_IF(a.dims.heads_kv <= 0 || a.dims.heads_q % a.dims.heads_kv != 0 || a.dims.head_dim <= 0 || a.dims.head_dim % 8 != 0,
                 PSA_ERR_INTERNAL, "ada_bsa mask: heads %lld/%lld, head_dim %lld",
-                static_cast<long long>(a.heads_q), static_cast<long long>(a.heads_kv),
-                static_cast<long long>(a.head_dim));
-  if (a.batch == 0 || a.heads_q == 0 || a.len == 0) return PSA_OK;
+                static_cast<long long>(a.dims.heads_q), static_cast<long long>(a.dims.heads_kv),
+                static_cast<long long>(a.dims.head_dim));
+  if (a.dims.batch == 0 || a.dims.heads_q == 0 || a.dims.len_q == 0) return PSA_OK;
   PSA_RETURN_IF(reinterpret_cast<uintptr_t>(a.q) % 16 != 0 || reinterpret_cast<uintptr_t>(a.k) % 16 != 0,
                 PSA_ERR_INTERNAL, "ada_bsa mask: q/k not 16-byte aligned");
-  const int64_t nb = ceil_div(a.len, kAdaBlock);
-  const int64_t max_nb = ada_bsa_max_blocks(a.head_dim);
+  const int64_t nb = ceil_div(a.dims.len_q, kAdaBlock);
+  const int64_t max_nb = ada_bsa_max_blocks(a.dims.head_dim);
   PSA_RETURN_IF(nb > max_nb, PSA_ERR_UNSUPPORTED,
                 "ada_bsa mask: %lld blocks of 128 tokens per row; the CUDA builder holds at most %lld "
                 "at head_dim %lld in shared memory", static_cast<long long>(nb),
-                static_cast<long long>(max_nb), static_cast<long long>(a.head_dim));
-  PSA_RETURN_IF(nb > INT32_MAX || a.batch > 65535 || a.heads_q > 65535, PSA_ERR_UNSUPPORTED,
+                static_cast<long long>(max_nb), static_cast<long long>(a.dims.head_dim));
+  PSA_RETURN_IF(nb > INT32_MAX || a.dims.batch > 65535 || a.dims.heads_q > 65535, PSA_ERR_UNSUPPORTED,
                 "ada_bsa mask: grid of %lld blocks x %lld heads x batch %lld too large",
-                static_cast<long long>(nb), static_cast<long long>(a.heads_q), static_cast<long long>(a.batch));
+                static_cast<long long>(nb), static_cast<long long>(a.dims.heads_q), static_cast<long long>(a.dims.batch));
   AdaParams p{};
   p.q = a.q;
   p.k = a.k;
-  p.heads_q = a.heads_q;
-  p.group = a.heads_q / a.heads_kv;
-  p.len = a.len;
-  p.d = a.head_dim;
+  p.heads_q = a.dims.heads_q;
+  p.group = a.dims.heads_q / a.dims.heads_kv;
+  p.len = a.dims.len_q;
+  p.d = a.dims.head_dim;
   p.nb = nb;
-  p.groups = ada_bsa_groups(a.len);
-  p.gstride = group_stride(a.head_dim);
-  p.region = region_floats(nb, a.head_dim);
+  p.groups = ada_bsa_groups(a.dims.len_q);
+  p.gstride = group_stride(a.dims.head_dim);
+  p.region = region_floats(nb, a.dims.head_dim);
   p.s8 = a.scale / static_cast<float>(kAdaStride);  // as the CPU builder
   p.tau = a.cdf_threshold;
   p.sparsity = a.sparsity;
@@ -225,7 +225,7 @@ psa_status ada_bsa_levels_cuda(const AdaBsaMaskArgs& a, cudaStream_t stream) {
   p.keep_sink = a.keep_sink ? 1 : 0;
   p.keep_recent = a.keep_recent ? 1 : 0;
   p.levels = a.levels;
-  return a.dtype == PSA_DTYPE_F16 ? launch<__half>(p, a.batch, stream) : launch<__nv_bfloat16>(p, a.batch, stream);
+  return a.dtype == PSA_DTYPE_F16 ? launch<__half>(p, a.dims.batch, stream) : launch<__nv_bfloat16>(p, a.dims.batch, stream);
 }
 
 }  // namespace gpu

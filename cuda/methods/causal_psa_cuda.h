@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/core/problem_dims.h"
 #include "psa.h"
 
 namespace psa {
@@ -20,8 +21,8 @@ struct CausalPsaScoreArgs {
   psa_dtype dtype = PSA_DTYPE_BF16;  // F16 or BF16
   const void* q = nullptr;
   const void* k = nullptr;
-  int64_t batch = 0, heads_q = 0, heads_kv = 0, len = 0, head_dim = 0;
-  int64_t block = 128, stride = 8;
+  ProblemDims dims;  // len_q (== len_k), block_m (== block_n)
+  int64_t stride = 8;
   float scale = 0.0f;
   float* scores = nullptr;
 };
@@ -35,7 +36,8 @@ int64_t causal_psa_max_blocks(int64_t block, int64_t stride, int64_t head_dim);
 struct CausalPsaLevelArgs {
   const float* scores = nullptr;
   const int8_t* cap = nullptr;
-  int64_t batch = 0, heads_q = 0, heads_kv = 0, nb = 0, text_block = 0;
+  ProblemDims dims;  // batch, heads_q, heads_kv, nk (== mq)
+  int64_t text_block = 0;
   psa_mask_mode mode = PSA_MASK_MODE_ENERGYBOUND;
   double ratio_end[5] = {0.7, 0.8, 0.9, 0.9, 1.0};
   int8_t* levels = nullptr;

@@ -215,53 +215,53 @@ psa_status causal_psa_scores_cuda(const CausalPsaScoreArgs& a, cudaStream_t stre
   PSA_RETURN_IF(a.dtype != PSA_DTYPE_F16 && a.dtype != PSA_DTYPE_BF16, PSA_ERR_UNSUPPORTED,
                 "psa_causal importance: dtype = %d; the CUDA kernel supports f16 and bf16",
                 static_cast<int>(a.dtype));
-  PSA_RETURN_IF(a.heads_kv <= 0 || a.heads_q % a.heads_kv != 0 || a.head_dim <= 0 || a.head_dim % 8 != 0 ||
-                    a.stride <= 0 || a.block % a.stride != 0,
+  PSA_RETURN_IF(a.dims.heads_kv <= 0 || a.dims.heads_q % a.dims.heads_kv != 0 || a.dims.head_dim <= 0 || a.dims.head_dim % 8 != 0 ||
+                    a.stride <= 0 || a.dims.block_m % a.stride != 0,
                 PSA_ERR_INTERNAL, "psa_causal importance: heads %lld/%lld, head_dim %lld, block %lld, stride %lld",
-                static_cast<long long>(a.heads_q), static_cast<long long>(a.heads_kv),
-                static_cast<long long>(a.head_dim), static_cast<long long>(a.block),
+                static_cast<long long>(a.dims.heads_q), static_cast<long long>(a.dims.heads_kv),
+                static_cast<long long>(a.dims.head_dim), static_cast<long long>(a.dims.block_m),
                 static_cast<long long>(a.stride));
-  if (a.batch == 0 || a.heads_q == 0 || a.len == 0) return PSA_OK;
+  if (a.dims.batch == 0 || a.dims.heads_q == 0 || a.dims.len_q == 0) return PSA_OK;
   PSA_RETURN_IF(reinterpret_cast<uintptr_t>(a.q) % 16 != 0 || reinterpret_cast<uintptr_t>(a.k) % 16 != 0,
                 PSA_ERR_INTERNAL, "psa_causal importance: q/k not 16-byte aligned");
-  const int64_t nb = ceil_div(a.len, a.block);
-  PSA_RETURN_IF(nb > INT32_MAX || a.batch > 65535 || a.heads_q > 65535, PSA_ERR_UNSUPPORTED,
+  const int64_t nb = ceil_div(a.dims.len_q, a.dims.block_m);
+  PSA_RETURN_IF(nb > INT32_MAX || a.dims.batch > 65535 || a.dims.heads_q > 65535, PSA_ERR_UNSUPPORTED,
                 "psa_causal importance: grid of %lld blocks x %lld heads x batch %lld too large",
-                static_cast<long long>(nb), static_cast<long long>(a.heads_q), static_cast<long long>(a.batch));
+                static_cast<long long>(nb), static_cast<long long>(a.dims.heads_q), static_cast<long long>(a.dims.batch));
   ScoreParams p{};
   p.q = a.q;
   p.k = a.k;
-  p.heads_q = a.heads_q;
-  p.group = a.heads_q / a.heads_kv;
-  p.len = a.len;
-  p.d = a.head_dim;
+  p.heads_q = a.dims.heads_q;
+  p.group = a.dims.heads_q / a.dims.heads_kv;
+  p.len = a.dims.len_q;
+  p.d = a.dims.head_dim;
   p.nb = nb;
-  p.groups = causal_psa_groups(a.len, a.stride);
-  p.bs = a.block;
+  p.groups = causal_psa_groups(a.dims.len_q, a.stride);
+  p.bs = a.dims.block_m;
   p.stride = a.stride;
-  p.per = a.block / a.stride;
-  p.gstride = a.stride * a.head_dim + 1;
+  p.per = a.dims.block_m / a.stride;
+  p.gstride = a.stride * a.dims.head_dim + 1;
   p.s = a.scale / static_cast<float>(a.stride);
   p.scores = a.scores;
-  return a.dtype == PSA_DTYPE_F16 ? launch_scores<__half>(p, a.batch, stream)
-                                  : launch_scores<__nv_bfloat16>(p, a.batch, stream);
+  return a.dtype == PSA_DTYPE_F16 ? launch_scores<__half>(p, a.dims.batch, stream)
+                                  : launch_scores<__nv_bfloat16>(p, a.dims.batch, stream);
 }
 
 psa_status causal_psa_levels_cuda(const CausalPsaLevelArgs& a, cudaStream_t stream) {
-  PSA_RETURN_IF(a.heads_kv <= 0 || a.heads_q % a.heads_kv != 0, PSA_ERR_INTERNAL,
-                "psa_causal mask: heads %lld/%lld", static_cast<long long>(a.heads_q),
-                static_cast<long long>(a.heads_kv));
-  if (a.batch == 0 || a.heads_q == 0 || a.nb == 0) return PSA_OK;
-  const size_t smem = static_cast<size_t>(a.nb) * 9;
+  PSA_RETURN_IF(a.dims.heads_kv <= 0 || a.dims.heads_q % a.dims.heads_kv != 0, PSA_ERR_INTERNAL,
+                "psa_causal mask: heads %lld/%lld", static_cast<long long>(a.dims.heads_q),
+                static_cast<long long>(a.dims.heads_kv));
+  if (a.dims.batch == 0 || a.dims.heads_q == 0 || a.dims.nk == 0) return PSA_OK;
+  const size_t smem = static_cast<size_t>(a.dims.nk) * 9;
   PSA_RETURN_IF(smem > static_cast<size_t>(smem_optin_limit()), PSA_ERR_UNSUPPORTED,
                 "psa_causal mask: %lld blocks per row do not fit in shared memory",
-                static_cast<long long>(a.nb));
+                static_cast<long long>(a.dims.nk));
   LevelParams p{};
   p.scores = a.scores;
   p.cap = a.cap;
-  p.heads_q = a.heads_q;
-  p.group = a.heads_q / a.heads_kv;
-  p.nb = a.nb;
+  p.heads_q = a.dims.heads_q;
+  p.group = a.dims.heads_q / a.dims.heads_kv;
+  p.nb = a.dims.nk;
   p.text_block = a.text_block;
   p.energy = a.mode == PSA_MASK_MODE_ENERGYBOUND ? 1 : 0;
   for (int s = 0; s < 5; ++s) p.end[s] = a.ratio_end[s];
@@ -269,7 +269,7 @@ psa_status causal_psa_levels_cuda(const CausalPsaLevelArgs& a, cudaStream_t stre
   PSA_CUDA_TRY(cudaFuncSetAttribute(causal_psa_level_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)),
                "causal_psa_level_kernel: cudaFuncSetAttribute");
-  const dim3 grid(static_cast<unsigned>(a.nb), static_cast<unsigned>(a.heads_q), static_cast<unsigned>(a.batch));
+  const dim3 grid(static_cast<unsigned>(a.dims.nk), static_cast<unsigned>(a.dims.heads_q), static_cast<unsigned>(a.dims.batch));
   causal_psa_level_kernel<<<grid, kMaxThreads, smem, stream>>>(p);
   return launch_status("causal_psa_level_kernel");
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/core/problem_dims.h"
 #include "psa.h"
 
 namespace psa {
@@ -23,7 +24,7 @@ struct RfV2MaskArgs {
   psa_dtype dtype = PSA_DTYPE_BF16;  // F16 or BF16
   const void* q = nullptr;
   const void* k = nullptr;
-  int64_t batch = 0, heads_q = 0, heads_kv = 0, len = 0, head_dim = 0;
+  ProblemDims dims;  // len_q (== len_k), blocks of 128
   float scale = 0.0f;
   double sparsity = 0.0;
   int64_t frame_tokens = 0;              // h*w of the video grid (first-frame sink)
@@ -46,7 +47,7 @@ struct AdaBsaMaskArgs {
   psa_dtype dtype = PSA_DTYPE_BF16;  // F16 or BF16
   const void* q = nullptr;
   const void* k = nullptr;
-  int64_t batch = 0, heads_q = 0, heads_kv = 0, len = 0, head_dim = 0;
+  ProblemDims dims;  // len_q (== len_k), blocks of 128
   float scale = 0.0f;
   double cdf_threshold = 1.0, sparsity = 0.0;
   bool causal = false, keep_sink = true, keep_recent = true;

@@ -88,10 +88,10 @@ size_t rows_smem_bytes(int64_t nb, int64_t d) {
 
 template <typename T>
 void launch_means(const RfV2MaskArgs& a, int64_t nb, float* qbar, float* kbar, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(nb * (a.heads_q + a.heads_kv)), static_cast<unsigned>(a.batch));
-  const unsigned threads = static_cast<unsigned>(a.head_dim < 128 ? a.head_dim : 128);
+  const dim3 grid(static_cast<unsigned>(nb * (a.dims.heads_q + a.dims.heads_kv)), static_cast<unsigned>(a.dims.batch));
+  const unsigned threads = static_cast<unsigned>(a.dims.head_dim < 128 ? a.dims.head_dim : 128);
   rf_v2_means_kernel<T><<<grid, threads, 0, stream>>>(static_cast<const T*>(a.q), static_cast<const T*>(a.k),
-                                                      a.heads_q, a.heads_kv, a.len, a.head_dim, nb, qbar,
+                                                      a.dims.heads_q, a.dims.heads_kv, a.dims.len_q, a.dims.head_dim, nb, qbar,
                                                       kbar);
 }
 
@@ -116,22 +116,22 @@ int64_t rf_v2_max_blocks(int64_t head_dim) {
 psa_status rf_v2_levels_cuda(const RfV2MaskArgs& a, cudaStream_t stream) {
   PSA_RETURN_IF(a.dtype != PSA_DTYPE_F16 && a.dtype != PSA_DTYPE_BF16, PSA_ERR_UNSUPPORTED,
                 "rf_v2 mask: dtype = %d; the CUDA builder supports f16 and bf16", static_cast<int>(a.dtype));
-  PSA_RETURN_IF(a.heads_kv <= 0 || a.heads_q % a.heads_kv != 0 || a.head_dim <= 0, PSA_ERR_INTERNAL,
-                "rf_v2 mask: heads %lld/%lld, head_dim %lld", static_cast<long long>(a.heads_q),
-                static_cast<long long>(a.heads_kv), static_cast<long long>(a.head_dim));
-  if (a.batch == 0 || a.heads_q == 0 || a.len == 0) return PSA_OK;
-  const int64_t nb = ceil_div(a.len, kRfV2Block);
-  const int64_t max_nb = rf_v2_max_blocks(a.head_dim);
+  PSA_RETURN_IF(a.dims.heads_kv <= 0 || a.dims.heads_q % a.dims.heads_kv != 0 || a.dims.head_dim <= 0, PSA_ERR_INTERNAL,
+                "rf_v2 mask: heads %lld/%lld, head_dim %lld", static_cast<long long>(a.dims.heads_q),
+                static_cast<long long>(a.dims.heads_kv), static_cast<long long>(a.dims.head_dim));
+  if (a.dims.batch == 0 || a.dims.heads_q == 0 || a.dims.len_q == 0) return PSA_OK;
+  const int64_t nb = ceil_div(a.dims.len_q, kRfV2Block);
+  const int64_t max_nb = rf_v2_max_blocks(a.dims.head_dim);
   PSA_RETURN_IF(nb > max_nb, PSA_ERR_UNSUPPORTED,
                 "rf_v2 mask: %lld blocks of 128 tokens per row; the CUDA builder holds at most %lld "
                 "in shared memory", static_cast<long long>(nb), static_cast<long long>(max_nb));
-  PSA_RETURN_IF(nb * (a.heads_q + a.heads_kv) > INT32_MAX || a.batch > 65535 || a.heads_q > 65535,
+  PSA_RETURN_IF(nb * (a.dims.heads_q + a.dims.heads_kv) > INT32_MAX || a.dims.batch > 65535 || a.dims.heads_q > 65535,
                 PSA_ERR_UNSUPPORTED, "rf_v2 mask: grid of %lld blocks x %lld heads x batch %lld too large",
-                static_cast<long long>(nb), static_cast<long long>(a.heads_q + a.heads_kv),
-                static_cast<long long>(a.batch));
+                static_cast<long long>(nb), static_cast<long long>(a.dims.heads_q + a.dims.heads_kv),
+                static_cast<long long>(a.dims.batch));
 
   float* qbar = a.means;
-  float* kbar = a.means + a.batch * a.heads_q * nb * a.head_dim;
+  float* kbar = a.means + a.dims.batch * a.dims.heads_q * nb * a.dims.head_dim;
   if (a.dtype == PSA_DTYPE_F16)
     launch_means<__half>(a, nb, qbar, kbar, stream);
   else
@@ -141,11 +141,11 @@ psa_status rf_v2_levels_cuda(const RfV2MaskArgs& a, cudaStream_t stream) {
   RfV2RowParams p{};
   p.qbar = qbar;
   p.kbar = kbar;
-  p.heads_q = a.heads_q;
-  p.group = a.heads_q / a.heads_kv;
+  p.heads_q = a.dims.heads_q;
+  p.group = a.dims.heads_q / a.dims.heads_kv;
   p.nb = nb;
   p.np = sort_length(nb);
-  p.d = a.head_dim;
+  p.d = a.dims.head_dim;
   p.scale = a.scale;
   p.keep = rf_v2_keep_count(nb, a.sparsity);
   p.sink = rf_v2_sink_blocks(a.frame_tokens, nb);
@@ -154,11 +154,11 @@ psa_status rf_v2_levels_cuda(const RfV2MaskArgs& a, cudaStream_t stream) {
   p.text_lo = has_text ? a.text_begin / kRfV2Block : nb;
   p.text_hi = has_text ? ceil_div(a.text_end, kRfV2Block) : nb;
   p.levels = a.levels;
-  const size_t smem = rows_smem_bytes(nb, a.head_dim);
+  const size_t smem = rows_smem_bytes(nb, a.dims.head_dim);
   PSA_CUDA_TRY(cudaFuncSetAttribute(rf_v2_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)),
                "rf_v2_rows_kernel: cudaFuncSetAttribute");
-  const dim3 grid(static_cast<unsigned>(nb), static_cast<unsigned>(a.heads_q), static_cast<unsigned>(a.batch));
+  const dim3 grid(static_cast<unsigned>(nb), static_cast<unsigned>(a.dims.heads_q), static_cast<unsigned>(a.dims.batch));
   rf_v2_rows_kernel<<<grid, kRowThreads, smem, stream>>>(p);
   return launch_status("rf_v2_rows_kernel");
 }

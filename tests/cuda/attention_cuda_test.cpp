@@ -106,14 +106,14 @@ void run_attention(const AttnCase& c, AttnResult* res, const std::vector<int8_t>
   std::vector<std::unique_ptr<DevBuf<uint16_t>>> pooled;
   gpu::AttentionArgs a;
   a.dtype = c.dt;
-  a.batch = c.B;
-  a.heads_q = c.Hq;
-  a.heads_kv = c.Hkv;
-  a.len_q = c.Lq;
-  a.len_k = c.Lk;
-  a.head_dim = D;
-  a.block_m = c.bm;
-  a.block_n = c.bn;
+  a.dims.batch = c.B;
+  a.dims.heads_q = c.Hq;
+  a.dims.heads_kv = c.Hkv;
+  a.dims.len_q = c.Lq;
+  a.dims.len_k = c.Lk;
+  a.dims.head_dim = D;
+  a.dims.block_m = c.bm;
+  a.dims.block_n = c.bn;
   a.kernel = c.bm == 128 ? c.kernel : gpu::AttentionKernel::kAuto;
   a.max_ctas = c.ctas;
   a.scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -244,7 +244,7 @@ gpu::AttentionKernel g_kernel = gpu::AttentionKernel::kAuto;
 
 bool sm90_present() {
   gpu::AttentionArgs a;
-  a.block_m = 128;
+  a.dims.block_m = 128;
   return gpu::attention_kernel_for(a) == gpu::AttentionKernel::kSm90;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_device_scope.h"
+#include "backend/cuda/cuda_dims.h"
 #include "backend/cuda/cuda_causal_psa.h"
 #include "backend/cuda/cuda_method_mask.h"
 #include "backend/cuda/cuda_stage_timer.h"
@@ -73,7 +74,7 @@ class CudaForward {
  public:
   CudaForward(const Plan& plan, const CudaPlanData& data, const ForwardArgs& a,
               unsigned long long* counts, cudaEvent_t* events)
-      : plan_(plan), pb_(plan.problem), data_(data), w_(data.layout), a_(a),
+      : plan_(plan), pb_(plan.problem), dims_(problem_dims(plan)), data_(data), w_(data.layout), a_(a),
         stream_(static_cast<cudaStream_t>(a.stream)), ws_(static_cast<char*>(a.workspace)),
         counts_(counts), events_(events) {
     const int64_t q_str[4] = {pb_.heads_q * pb_.len_q * pb_.head_dim, pb_.len_q * pb_.head_dim, pb_.head_dim, 1};
@@ -134,8 +135,7 @@ class CudaForward {
     const RoutePlan& r = plan_.route;
     gpu::OffsetArgs oa;
     oa.seed = r.seed;
-    oa.batch = pb_.batch;
-    oa.heads_q = pb_.heads_q;
+    oa.dims = dims_;
     oa.batch_offset = r.batch_offset;
     oa.head_offset = r.head_offset;
     oa.block_m = static_cast<int32_t>(plan_.block_m);
@@ -151,14 +151,7 @@ class CudaForward {
     std::copy(q_use_stride_, q_use_stride_ + 4, sa.q_stride);
     sa.q_rows = q_use_rows_;
     sa.k = ws_ + w_.k;
-    sa.batch = pb_.batch;
-    sa.heads_q = pb_.heads_q;
-    sa.heads_kv = pb_.heads_kv;
-    sa.len_q = pb_.len_q;
-    sa.len_k = pb_.len_k;
-    sa.head_dim = pb_.head_dim;
-    sa.block_m = plan_.block_m;
-    sa.block_n = plan_.block_n;
+    sa.dims = dims_;
     sa.q_off = oa.q_off;
     sa.k_off = oa.k_off;
     sa.q_count = oa.q_count;
@@ -198,16 +191,8 @@ class CudaForward {
     gpu::LevelArgs la;
     la.scores = reinterpret_cast<const float*>(ws_ + w_.scores);
     la.ties = r.tie_mass ? reinterpret_cast<const float*>(ws_ + w_.ties) : nullptr;
-    la.batch = pb_.batch;
-    la.heads_q = pb_.heads_q;
-    la.heads_kv = pb_.heads_kv;
-    la.mq = plan_.q_blocks;
-    la.nk = plan_.k_blocks;
-    la.block_m = plan_.block_m;
-    la.block_n = plan_.block_n;
+    la.dims = dims_;
     la.tile_n = plan_.tile_n;
-    la.len_q = pb_.len_q;
-    la.len_k = pb_.len_k;
     la.mode = rp.mode;
     std::copy(rp.ratio_end, rp.ratio_end + kNumSlots, la.ratio_end);
     la.min_full_ratio = rp.min_full_ratio;
@@ -314,14 +299,8 @@ class CudaForward {
   gpu::AttentionArgs attention_args() const {
     gpu::AttentionArgs at;
     at.dtype = pb_.dtype;
-    at.batch = pb_.batch;
-    at.heads_q = pb_.heads_q;
-    at.heads_kv = pb_.heads_kv;
-    at.len_q = pb_.len_q;
-    at.len_k = pb_.len_k;
-    at.head_dim = pb_.head_dim;
-    at.block_m = plan_.block_m == 64 ? 64 : 128;
-    at.block_n = plan_.block_n;
+    at.dims = dims_;
+    at.dims.block_m = plan_.block_m == 64 ? 64 : 128;  // dense steps of any plan: 128
     at.scale = plan_.scale;
     at.causal = plan_.route.causal;
     at.out = a_.out;
@@ -332,6 +311,7 @@ class CudaForward {
 
   const Plan& plan_;
   const Problem& pb_;
+  const gpu::ProblemDims dims_;
   const CudaPlanData& data_;
   const CudaWorkspaceLayout& w_;
   const ForwardArgs& a_;

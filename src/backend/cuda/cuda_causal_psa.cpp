@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/cuda_dims.h"
 #include "core/error.h"
 #include "cuda/methods/causal_psa_cuda.h"
 #include "methods/causal_psa_spec.h"
@@ -31,16 +32,11 @@ psa_status enqueue_causal_psa_scores(const Plan& plan, char* ws, const CudaWorks
   sa.dtype = pb.dtype;
   sa.q = ws + w.q;
   sa.k = ws + w.k;
-  sa.batch = pb.batch;
-  sa.heads_q = pb.heads_q;
-  sa.heads_kv = pb.heads_kv;
-  sa.len = pb.len_k;
-  sa.head_dim = pb.head_dim;
-  sa.block = plan.block_m;
+  sa.dims = problem_dims(plan);
   sa.stride = plan.route.xattn_stride;
   sa.scale = plan.scale;
   sa.scores = reinterpret_cast<float*>(ws + w.scores);
-  return gpu::causal_psa_scores_cuda(sa, stream);
+  return gpu::causal_psa_scores_cuda(sa, static_cast<cudaStream_t>(stream));
 }
 
 psa_status enqueue_causal_psa_levels(const Plan& plan, char* ws, const CudaWorkspaceLayout& w,
@@ -49,15 +45,12 @@ psa_status enqueue_causal_psa_levels(const Plan& plan, char* ws, const CudaWorks
   gpu::CausalPsaLevelArgs la;
   la.scores = reinterpret_cast<const float*>(ws + w.scores);
   la.cap = reinterpret_cast<const int8_t*>(ws + w.cap);
-  la.batch = pb.batch;
-  la.heads_q = pb.heads_q;
-  la.heads_kv = pb.heads_kv;
-  la.nb = plan.k_blocks;
+  la.dims = problem_dims(plan);
   la.text_block = causal_psa_text_block(pb.len_k, plan.route.text_length, plan.block_n);
   la.mode = plan.route.mask_row.mode;
   std::copy(plan.route.mask_row.ratio_end, plan.route.mask_row.ratio_end + kNumSlots, la.ratio_end);
   la.levels = reinterpret_cast<int8_t*>(ws + w.levels);
-  return gpu::causal_psa_levels_cuda(la, stream);
+  return gpu::causal_psa_levels_cuda(la, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace psa

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/cuda_dims.h"
 #include "core/error.h"
 #include "cuda/methods/methods_cuda.h"
 
@@ -35,11 +36,7 @@ psa_status enqueue_method_levels(const Plan& plan, char* ws, const CudaWorkspace
     a.dtype = pb.dtype;
     a.q = ws + w.q;
     a.k = ws + w.k;
-    a.batch = pb.batch;
-    a.heads_q = pb.heads_q;
-    a.heads_kv = pb.heads_kv;
-    a.len = pb.len_k;
-    a.head_dim = pb.head_dim;
+    a.dims = problem_dims(plan);
     a.scale = plan.scale;
     a.sparsity = cfg.sparsity;
     a.frame_tokens = plan.k_seq.frame_tokens;
@@ -57,11 +54,7 @@ psa_status enqueue_method_levels(const Plan& plan, char* ws, const CudaWorkspace
     a.dtype = pb.dtype;
     a.q = ws + w.q;
     a.k = ws + w.k;
-    a.batch = pb.batch;
-    a.heads_q = pb.heads_q;
-    a.heads_kv = pb.heads_kv;
-    a.len = pb.len_k;
-    a.head_dim = pb.head_dim;
+    a.dims = problem_dims(plan);
     a.scale = plan.scale;
     a.cdf_threshold = cfg.cdf_threshold;
     a.sparsity = cfg.sparsity;
