@@ -10,6 +10,7 @@
 
 #include "attention/attention.h"
 #include "backend/backend.h"
+#include "core/carver.h"
 #include "importance/importance.h"
 #include "mask/mask.h"
 #include "pool/pool.h"
@@ -17,27 +18,6 @@
 
 namespace psa {
 namespace {
-
-class Carver {
- public:
-  explicit Carver(void* base) : base_(static_cast<char*>(base)) {}
-  template <typename T>
-  T* take(int64_t count) {
-    used_ = (used_ + 63) & ~uint64_t{63};
-    T* p = base_ ? reinterpret_cast<T*>(base_ + used_) : nullptr;
-    used_ += static_cast<uint64_t>(count) * sizeof(T);
-    return p;
-  }
-  uint64_t used() const { return used_ + 64; }  // + alignment slack of the base pointer
-
- private:
-  char* base_;
-  uint64_t used_ = 0;
-};
-
-void* align64(void* p) {
-  return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
-}
 
 struct MapScratch {
   float *q, *k, *kpad, *scores, *ties;
@@ -89,13 +69,13 @@ ShardScratch carve_shard(Carver& c, const Plan& p) {
 uint64_t level_map_workspace_cpu(const Plan& plan) {
   Carver c(nullptr);
   carve_map(c, plan);
-  return c.used();
+  return c.used() + 64;  // + alignment slack of the base pointer
 }
 
 uint64_t shard_attention_workspace_cpu(const Plan& plan) {
   Carver c(nullptr);
   carve_shard(c, plan);
-  return c.used();
+  return c.used() + 64;  // + alignment slack of the base pointer
 }
 
 void level_map_cpu(const Plan& plan, const RingTensors& t, bool dense, int8_t* levels,
@@ -114,7 +94,7 @@ void level_map_cpu(const Plan& plan, const RingTensors& t, bool dense, int8_t* l
     *counts = c;
     return;
   }
-  Carver carver(align64(workspace));
+  Carver carver(Carver::align64(workspace));
   const MapScratch s = carve_map(carver, plan);
   const MaskPostParams post = mask_post_params(plan, s.cap);
   const std::vector<int64_t> identity;  // ring inputs are already in the computing order
@@ -145,7 +125,7 @@ void shard_attention_cpu(const Plan& plan, const RingTensors& t, const int8_t* l
   const int64_t d = pb.head_dim, lq = pb.len_q, lk = pb.len_k;
   const int64_t group = pb.heads_q / pb.heads_kv;
   const int64_t mq = plan.q_blocks, nk = plan.k_blocks;
-  Carver carver(align64(workspace));
+  Carver carver(Carver::align64(workspace));
   const ShardScratch s = carve_shard(carver, plan);
   const std::vector<int64_t> identity;
   Pyramid kp, vp;

@@ -11,6 +11,7 @@
 
 #include "attention/attention.h"
 #include "backend/backend.h"
+#include "core/carver.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "importance/importance.h"
@@ -28,24 +29,6 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
-
-// Carves aligned pieces out of the workspace; with base == nullptr it only measures.
-class Carver {
- public:
-  explicit Carver(void* base) : base_(static_cast<char*>(base)) {}
-  template <typename T>
-  T* take(int64_t count) {
-    used_ = (used_ + 63) & ~uint64_t{63};
-    T* p = base_ ? reinterpret_cast<T*>(base_ + used_) : nullptr;
-    used_ += static_cast<uint64_t>(count) * sizeof(T);
-    return p;
-  }
-  uint64_t used() const { return used_; }
-
- private:
-  char* base_;
-  uint64_t used_ = 0;
-};
 
 // Scratch of one forward, per (batch, head); see carve().
 struct Scratch {
@@ -102,8 +85,7 @@ class CpuForward {
  public:
   CpuForward(const Plan& plan, const ForwardArgs& a, Route route)
       : plan_(plan), a_(a), route_(route), kept_(dynamic_cast<CpuPlanData*>(plan.backend_data.get())) {
-    const uintptr_t aligned = (reinterpret_cast<uintptr_t>(a.workspace) + 63) & ~uintptr_t{63};
-    Carver carver(reinterpret_cast<void*>(aligned));
+    Carver carver(Carver::align64(a.workspace));
     s_ = carve(carver, plan);
     const bool permuted = route != Route::kDense;
     qsrc_ = permuted ? &plan.q_seq.src : &none_;
