@@ -281,7 +281,8 @@ psa_status sample_offsets_cuda(const OffsetArgs& a, cudaStream_t stream) {
   if (total == 0) return PSA_OK;
   const int threads = 64;
   sample_offsets_kernel<<<static_cast<unsigned>(ceil_div(total, threads)), threads, 0, stream>>>(
-      a.seed, a.dims.heads_q, a.batch_offset, a.head_offset, a.dims.block_m, a.q_count, a.dims.block_n, a.k_count, a.q_off, a.k_off, total);
+      a.seed, a.dims.heads_q, a.batch_offset, a.head_offset, static_cast<int32_t>(a.dims.block_m), a.q_count,
+      static_cast<int32_t>(a.dims.block_n), a.k_count, a.q_off, a.k_off, total);
   return launch_status("sample_offsets_kernel");
 }
 

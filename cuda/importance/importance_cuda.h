@@ -17,9 +17,9 @@ namespace gpu {
 // (b0, h0) = (batch_offset, head_offset). Blocks <= 128.
 struct OffsetArgs {
   uint64_t seed = 0;
-  ProblemDims dims;  // batch, heads_q
+  ProblemDims dims;  // batch, heads_q, block_m, block_n
   int64_t batch_offset = 0, head_offset = 0;  // global index of (b, h) = (0, 0) (shards)
-  int32_t block_m = 0, q_count = 0, block_n = 0, k_count = 0;
+  int32_t q_count = 0, k_count = 0;
   int32_t* q_off = nullptr;
   int32_t* k_off = nullptr;
 };

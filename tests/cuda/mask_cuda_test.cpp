@@ -469,9 +469,9 @@ TEST(CudaMask, DisagreementWithOwnScores) {
     oa.seed = 42;
     oa.dims.batch = B;
     oa.dims.heads_q = Hq;
-    oa.block_m = bm;
+    oa.dims.block_m = bm;
     oa.q_count = qs;
-    oa.block_n = bn;
+    oa.dims.block_n = bn;
     oa.k_count = ks;
     oa.q_off = qoff.get();
     oa.k_off = koff.get();

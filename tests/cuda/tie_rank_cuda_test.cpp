@@ -153,9 +153,9 @@ TEST(CudaTieRank, ScoreKernelsGiveTheCpuTieMasses) {
     oa.seed = 99;
     oa.dims.batch = 1;
     oa.dims.heads_q = c.H;
-    oa.block_m = static_cast<int32_t>(bm);
+    oa.dims.block_m = static_cast<int32_t>(bm);
     oa.q_count = qs;
-    oa.block_n = static_cast<int32_t>(c.bn);
+    oa.dims.block_n = static_cast<int32_t>(c.bn);
     oa.k_count = ks;
     oa.q_off = qoff.get();
     oa.k_off = koff.get();
@@ -332,9 +332,9 @@ TEST(CudaTieRank, DISABLED_TieMassCost) {
       oa.seed = 7;
       oa.dims.batch = 1;
       oa.dims.heads_q = s.H;
-      oa.block_m = static_cast<int32_t>(bm);
+      oa.dims.block_m = static_cast<int32_t>(bm);
       oa.q_count = qs;
-      oa.block_n = static_cast<int32_t>(s.bn);
+      oa.dims.block_n = static_cast<int32_t>(s.bn);
       oa.k_count = ks;
       oa.q_off = qoff.get();
       oa.k_off = koff.get();

@@ -138,9 +138,9 @@ TEST(CudaTiming, DISABLED_Wan480pStages) {
     gpu::OffsetArgs oa;
     oa.dims.batch = 1;
     oa.dims.heads_q = H;
-    oa.block_m = bm;
+    oa.dims.block_m = bm;
     oa.q_count = 32;
-    oa.block_n = bn;
+    oa.dims.block_n = bn;
     oa.k_count = 8;
     oa.q_off = qoff.get();
     oa.k_off = koff.get();

@@ -138,9 +138,7 @@ class CudaForward {
     oa.dims = dims_;
     oa.batch_offset = r.batch_offset;
     oa.head_offset = r.head_offset;
-    oa.block_m = static_cast<int32_t>(plan_.block_m);
     oa.q_count = static_cast<int32_t>(plan_.q_samples);
-    oa.block_n = static_cast<int32_t>(plan_.block_n);
     oa.k_count = static_cast<int32_t>(plan_.k_samples);
     oa.q_off = reinterpret_cast<int32_t*>(ws_ + w_.q_off);
     oa.k_off = reinterpret_cast<int32_t*>(ws_ + w_.k_off);
