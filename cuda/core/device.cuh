@@ -115,22 +115,5 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// 2^x for x <= 0 on the FMA pipe instead of the MUFU unit (which computes fast_exp2), so a
-// kernel whose softmax is bound by MUFU throughput can split its exponentials between the two
-// pipes. x = n + f with n = round(x) (the 1.5 * 2^23 trick, no conversion instruction) and
-// f in [-0.5, 0.5]; 2^f from a degree-3 minimax polynomial (relative error 7.5e-5, far below
-// the bf16/fp16 rounding of the probabilities it feeds); n added to the exponent field.
-// Like fast_exp2 (.ftz): results below 2^-125 are 0, -inf gives 0, NaN stays NaN.
-__device__ __forceinline__ float poly_exp2(float x) {
-  const float xc = fmaxf(x, -127.0f);
-  const float t = xc + 12582912.0f;
-  const float n = t - 12582912.0f;
-  const float f = xc - n;
-  const float p = fmaf(fmaf(fmaf(0.05517132f, f, 0.24261054f), f, 0.69326097f), f, 0.99992812f);
-  const int e = __float_as_int(t) - 0x4B400000;
-  const float r = __int_as_float(__float_as_int(p) + (e << 23));
-  return x < -125.0f ? 0.0f : (x == x ? r : x);
-}
-
 }  // namespace gpu
 }  // namespace psa

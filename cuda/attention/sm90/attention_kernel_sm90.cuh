@@ -49,14 +49,6 @@ struct Traits {
   static constexpr int kBM = 128;
   static constexpr int kKT = 128;
   static constexpr int kStages = D == 64 ? 4 : 2;
-  // Every kPolyExp2-th probability of a tile is computed by poly_exp2 on the FMA pipe instead of
-  // the MUFU unit (0: none). At d64 one tile's 16,384 exponentials take as many MUFU cycles as
-  // its MMAs take tensor cycles, so moving part of them off MUFU shortens the softmax; at d128
-  // the MMAs dominate and MUFU is not the limit.
-#ifndef PSA_SM90_POLY_EXP2_EVERY
-#define PSA_SM90_POLY_EXP2_EVERY 4
-#endif
-  static constexpr int kPolyExp2 = D == 64 ? PSA_SM90_POLY_EXP2_EVERY : 0;
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 56;
   static constexpr int kConsumerRegs = 224;  // 128 * 56 + 256 * 224 = 64512 = 384 * 168
@@ -383,10 +375,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     }
 #pragma unroll
     for (int j = 0; j < KT / 2; ++j) {
-      const float z = sc[j] - m_use[(j >> 1) & 1];
-      sc[j] = (Tr::kPolyExp2 > 0 && j % (Tr::kPolyExp2 > 0 ? Tr::kPolyExp2 : 1) == Tr::kPolyExp2 - 1)
-                  ? poly_exp2(z)
-                  : fast_exp2(z);
+      sc[j] = fast_exp2(sc[j] - m_use[(j >> 1) & 1]);
       l_run[(j >> 1) & 1] += sc[j];
     }
   };
