@@ -5,10 +5,13 @@
 // TFLOP/s (4*H*L^2*D*density).
 //
 // Usage: attention_kernel_bench [--shapes cogvideox,wan13,wan14] [--reps N] [--densities LIST]
-//                               [--rows-grid]
+//                               [--block-n N] [--rows-grid]
 //   LIST: comma-separated; "dense" = the dense path; a number d in (0, 1] = a work list that
 //   keeps round(d * nk) level-1 key blocks per query block (random, ascending; seed fixed), so
-//   "1" is the dense work through the sparse path. Sparse lines run the Hopper kernel only.
+//   "1" is the dense work through the sparse path; "Lp:d" (p in 1, 2, 4, 8) = the same work
+//   d at level p only, round(d * p * nk) blocks of block_n / p pooled keys each (pooled tiles
+//   against full-resolution tiles at equal work). Sparse lines run the Hopper kernel only.
+//   --block-n: key block size of the sparse lines (default 128; PSA's default is 64).
 //   --rows-grid: also time the Hopper kernel with one CTA per query block instead of the
 //   persistent grid (line tag "sm90r").
 // (the sm90 line only on compute capability 9.x; the binary must hold sm_90a code)
@@ -104,13 +107,18 @@ int main(int argc, char** argv) {
     }
   }
   std::string shapes = "cogvideox,wan13,wan14", densities = "dense";
-  int reps = 5;
+  int reps = 5, block_n = 128;
   bool rows_grid = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--densities") && i + 1 < argc) densities = argv[++i];
     else if (!std::strcmp(argv[i], "--rows-grid")) rows_grid = true;
+    else if (!std::strcmp(argv[i], "--block-n") && i + 1 < argc) block_n = std::atoi(argv[++i]);
+  }
+  if (block_n < 8 || block_n > 128 || block_n % 8 != 0) {
+    std::fprintf(stderr, "attention_kernel_bench: --block-n %d: a multiple of 8 up to 128\n", block_n);
+    return 2;
   }
   const Shape all[] = {{"cogvideox", 48, 17776, 64}, {"wan13", 12, 32760, 128}, {"wan14", 40, 75600, 128}};
   cudaDeviceProp prop{};
@@ -148,7 +156,7 @@ int main(int argc, char** argv) {
     p.group = 1;
     p.len_q = p.len_k = s.len;
     p.block_n = 128;
-    p.nk = (s.len + 127) / 128;
+    p.nk = (s.len + 127) / 128;  // dense lines; sparse lines use --block-n
     p.mq = (s.len + 127) / 128;
     p.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
     const double flop = 4.0 * s.heads * static_cast<double>(s.len) * s.len * s.d;
@@ -164,9 +172,27 @@ int main(int argc, char** argv) {
       if (item == "dense") {
         p.dense = 1;
         p.wl_blocks = p.wl_count = nullptr;
+        p.block_n = 128;
+        p.nk = (s.len + 127) / 128;
       } else {
+        p.block_n = block_n;
+        p.nk = (s.len + block_n - 1) / block_n;
         const int64_t rows = s.heads * p.mq;
-        const int keep = std::max<int>(1, static_cast<int>(std::lround(std::atof(item.c_str()) * p.nk)));
+        int li = 0;
+        double work = 0.0;
+        if (item.size() > 3 && item[0] == 'L' && item[2] == ':') {
+          const int level = item[1] - '0';
+          li = level == 1 ? 0 : level == 2 ? 1 : level == 4 ? 2 : level == 8 ? 3 : -1;
+          if (li < 0) {
+            std::fprintf(stderr, "attention_kernel_bench: %s: level must be 1, 2, 4 or 8\n", item.c_str());
+            return 2;
+          }
+          work = std::atof(item.c_str() + 3);
+        } else {
+          work = std::atof(item.c_str());
+        }
+        const int keep = std::min<int>(static_cast<int>(p.nk),
+                                       std::max<int>(1, static_cast<int>(std::lround(work * (1 << li) * p.nk))));
         std::vector<int32_t> blocks(static_cast<size_t>(rows * p.nk), 0), count(static_cast<size_t>(rows * 4), 0);
         std::mt19937 rng(7);
         std::vector<int32_t> perm(static_cast<size_t>(p.nk));
@@ -175,7 +201,7 @@ int main(int argc, char** argv) {
           std::shuffle(perm.begin(), perm.end(), rng);
           std::sort(perm.begin(), perm.begin() + keep);
           std::copy(perm.begin(), perm.begin() + keep, blocks.begin() + r * p.nk);
-          count[r * 4] = keep;
+          count[r * 4 + li] = keep;
         }
         CK(cudaMalloc(&wl, blocks.size() * 4));
         CK(cudaMalloc(&wc, count.size() * 4));
@@ -184,7 +210,7 @@ int main(int argc, char** argv) {
         p.dense = 0;
         p.wl_blocks = wl;
         p.wl_count = wc;
-        dens = static_cast<double>(keep) / p.nk;
+        dens = static_cast<double>(keep) / p.nk / (1 << li);
       }
       for (int k = (p.dense ? 0 : 1); k < (prop.major == 9 ? (rows_grid ? 3 : 2) : 1); ++k) {
         const bool sm90 = k > 0, rg = k == 2;
