@@ -1,6 +1,8 @@
 // cli/bench.cpp -- `psa bench`: whole-forward times of our dense attention (the model's
-// `baseline` preset) and of every shipped PSA preset of the model, on the standard shapes of
-// BENCHMARKS.md (bf16, batch 1, BSND, synthetic video-like inputs), through psa.h only.
+// `baseline` preset), of every shipped PSA preset of the model and of the pyramid
+// configuration of BENCHMARKS.md (the reference implementation's defaults, and every kept block
+// at level 1 at the density it measured), on the standard shapes of BENCHMARKS.md (bf16,
+// batch 1, BSND, synthetic video-like inputs), through psa.h only.
 // Wall time of synchronised forwards (the median of the reps); for per-stage times and topk
 // sweeps use benchmarks/psa_bench. Needs the CUDA backend and a device: otherwise one line on
 // stderr and exit 2. Progress goes to stderr as short plain lines (also when stderr is not a
@@ -152,6 +154,34 @@ Row time_config(const BenchShape& s, const std::string& name, psa_config* cfg,
   return r;
 }
 
+// The pyramid configuration of BENCHMARKS.md on the model's psa_balanced preset (its
+// rearrangement and text rule): the reference implementation's defaults -- topk, block_m 128,
+// block_n 64, tile_n 32, ratio ends 1: 0.10, 2: 0.15, 4: 0.15, 8: 0.35, 0: 1 (10% of the key
+// blocks at full resolution, 5% pooled by 2, 20% pooled by 8), no similarity cap. With
+// `level1_density` > 0: the same blocks and format with every kept block at level 1 and that
+// density (the attention work of the pyramid row, at full resolution).
+std::unique_ptr<psa_config, ConfigDeleter> pyramid_config(const char* model, double level1_density) {
+  psa_config* raw = nullptr;
+  check(psa_config_load_embedded(model, "psa_balanced", &raw));
+  std::unique_ptr<psa_config, ConfigDeleter> cfg(raw);
+  const double l1 = level1_density > 0.0 ? level1_density : 0.10;
+  const double ends[4] = {l1, level1_density > 0.0 ? l1 : 0.15, level1_density > 0.0 ? l1 : 0.15,
+                          level1_density > 0.0 ? l1 : 0.35};
+  const psa_param ratio[4] = {PSA_PARAM_RATIO_L1, PSA_PARAM_RATIO_L2, PSA_PARAM_RATIO_L4, PSA_PARAM_RATIO_L8};
+  check(psa_config_set_int(cfg.get(), PSA_PARAM_MASK_MODE, PSA_MASK_MODE_TOPK));
+  check(psa_config_set_int(cfg.get(), PSA_PARAM_BLOCK_M, 128));
+  check(psa_config_set_int(cfg.get(), PSA_PARAM_BLOCK_N, 64));
+  check(psa_config_set_int(cfg.get(), PSA_PARAM_TILE_N, 32));
+  check(psa_config_set_int(cfg.get(), PSA_PARAM_MASK_FORMAT, PSA_MASK_FORMAT_SEGMENTS));
+  check(psa_config_set_int(cfg.get(), PSA_PARAM_USE_SIM_MASK, 0));
+  for (int i = 0; i < 4; ++i) check(psa_config_set_double(cfg.get(), ratio[i], ends[i]));
+  check(psa_config_set_double(cfg.get(), PSA_PARAM_RATIO_L0, 1.0));
+  check(psa_config_set_int(cfg.get(), PSA_PARAM_SAMPLE_DIVISOR, 4));
+  check(psa_config_set_int(cfg.get(), PSA_PARAM_WARMUP_STEPS, 0));
+  check(psa_config_validate(cfg.get()));
+  return cfg;
+}
+
 double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
   double d2 = 0.0, r2 = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -203,16 +233,19 @@ std::vector<Row> bench_shape(const BenchShape& s, const BenchOptions& o, Log& lo
 
   std::vector<Row> rows;
   std::vector<float> dense_out, out;
-  for (auto& [name, cfg] : configs) {
+  auto run = [&](const std::string& name, psa_config* cfg) {
     log.begin(s.key, "timing " + name);
-    Row r = time_config(s, name, cfg.get(), o, desc, qb, kb, vb, name == "dense" ? dense_out : out);
+    Row r = time_config(s, name, cfg, o, desc, qb, kb, vb, name == "dense" ? dense_out : out);
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.3f ms (%d reps)", r.ms, r.reps);
     log.end(buf);
     r.rel_l2 = name == "dense" ? 0.0 : rel_l2(out, dense_out);
     r.speedup = rows.empty() ? 1.0 : rows.front().ms / r.ms;
     rows.push_back(r);
-  }
+  };
+  for (auto& [name, cfg] : configs) run(name, cfg.get());
+  run("pyramid:ref-default", pyramid_config(s.model, 0.0).get());
+  run("level1:pyramid-density", pyramid_config(s.model, rows.back().density).get());
   return rows;
 }
 
@@ -227,11 +260,14 @@ const BenchShape* find_shape(const std::string& key) {
 int cmd_bench(int argc, const char* const* argv) {
   cxxopts::Options opts(
       "psa bench",
-      "Time our dense attention (the model's baseline preset) and every shipped PSA preset of the "
-      "model on the standard shapes of BENCHMARKS.md: CogVideoX-5B (48 heads, d64, 13x30x45 + "
-      "226 text), Wan2.1-1.3B 480p (12 heads, d128, 21x30x52), Wan2.1-14B 720p (40 heads, d128, "
-      "21x45x80); bf16, batch 1, BSND, synthetic video-like inputs, step = warmup_steps. Median "
-      "wall time of synchronised forwards. Needs a CUDA device (exit 2 without one).");
+      "Time our dense attention (the model's baseline preset), every shipped PSA preset of the "
+      "model, and the pyramid configuration of BENCHMARKS.md (pyramid:ref-default: topk, blocks "
+      "128x64, tile 32, ratio ends .10/.15/.15/.35; level1:pyramid-density: every kept block at "
+      "level 1 at the density it measured) on the standard shapes of BENCHMARKS.md: CogVideoX-5B "
+      "(48 heads, d64, 13x30x45 + 226 text), Wan2.1-1.3B 480p (12 heads, d128, 21x30x52), "
+      "Wan2.1-14B 720p (40 heads, d128, 21x45x80); bf16, batch 1, BSND, synthetic video-like "
+      "inputs, step = warmup_steps. Median wall time of synchronised forwards. Needs a CUDA "
+      "device (exit 2 without one).");
   opts.add_options()
       ("shapes", "comma-separated subset of cogvideox, wan13, wan14",
        cxxopts::value<std::string>()->default_value("cogvideox,wan13,wan14"), "S")
