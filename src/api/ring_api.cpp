@@ -3,7 +3,7 @@
 // block) and psa_shard_attention (the attention stage of that query shard against one K/V
 // shard at the map's levels), with their workspace queries. Checks and planning here; the
 // stage work in ring/ring_cpu.cpp (CPU backend) or the backend's ring_* entries (CUDA:
-// backend/cuda/cuda_ring.cpp).
+// CudaBackend in backend/cuda/cuda_backend.cpp runs CudaForward's stage methods).
 #include <cstdint>
 
 #include "api/guard.h"
