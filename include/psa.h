@@ -654,8 +654,9 @@ PSA_API psa_status psa_merge_attention(int32_t count, const psa_tensor_desc* des
  * has the grid's length; q may be a shard of it (text_rows_dense then gives
  * PSA_ERR_UNSUPPORTED: dense text rows are positions of the whole sequence).
  * Supported: type psa, causal = 0 (causal = 1 and the other types give
- * PSA_ERR_UNSUPPORTED), the CPU backend (the CUDA backend gives PSA_ERR_UNSUPPORTED in this
- * release).
+ * PSA_ERR_UNSUPPORTED), both backends. CUDA: device pointers on the context's device (f16 or
+ * bf16; q, k 16-byte aligned), enqueued on `stream` without allocation or synchronisation
+ * (capturable in a CUDA graph); the statistics synchronise when read, as after a forward.
  * [in] q_desc, q; k_desc, k: as psa_attention_forward's q and k.
  * [out] levels: B * Hq * Mq * Nk bytes in q's memory space; must not overlap q, k or the
  *      workspace.
@@ -679,7 +680,8 @@ PSA_API psa_status psa_compute_level_map(psa_context* context, const psa_tensor_
  * out = 0 and lse = -inf. No rearrangement happens here: q, k, v are in the computing order
  * (permute with psa_context_sequence_order). The context's grid, text rules and similarity
  * cap are not used (they are in the map); its block sizes, scale, type (psa) and causal
- * (must be 0) are checked as for half 1. Does not count as a forward.
+ * (must be 0) are checked as for half 1. Does not count as a forward. CUDA: device pointers
+ * (q, k, v, out 16-byte aligned, lse 4), enqueued on `stream` as half 1.
  * [in] q_desc, q: [B, Hq, Lq, D], the queries the map was built for.
  * [in] k_desc, k; v_desc, v: [B, Hkv, Lk_shard, D], the shard.
  * [in] levels: [B, Hq, Mq, map_key_blocks] int8 contiguous (the map of half 1).

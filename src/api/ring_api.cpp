@@ -2,7 +2,8 @@
 // psa_compute_level_map (the stages up to the mask of a query shard against every key
 // block) and psa_shard_attention (the attention stage of that query shard against one K/V
 // shard at the map's levels), with their workspace queries. Checks and planning here; the
-// stage work in ring/ring_cpu.cpp.
+// stage work in ring/ring_cpu.cpp (CPU backend) or the backend's ring_* entries (CUDA:
+// CudaBackend in backend/cuda/cuda_backend.cpp runs CudaForward's stage methods).
 #include <cstdint>
 
 #include "api/guard.h"
@@ -16,8 +17,7 @@ namespace {
 using psa::Plan;
 using psa::Problem;
 
-// What both halves need from the context: a PSA config without causal masking on the CPU
-// backend.
+// What both halves need from the context: a PSA config without causal masking.
 psa_status check_ring_context(const psa_context* ctx) {
   PSA_RETURN_IF(ctx == nullptr, PSA_ERR_NULL_POINTER, "context: must not be NULL");
   PSA_RETURN_IF(ctx->cfg.method != PSA_METHOD_PSA, PSA_ERR_UNSUPPORTED,
@@ -26,10 +26,19 @@ psa_status check_ring_context(const psa_context* ctx) {
                 static_cast<int>(ctx->cfg.method));
   PSA_RETURN_IF(ctx->cfg.causal, PSA_ERR_UNSUPPORTED,
                 "causal = 1: the PSA ring supports non-causal attention only");
-  PSA_RETURN_IF(ctx->backend->kind() != PSA_BACKEND_CPU, PSA_ERR_UNSUPPORTED,
-                "backend = CUDA: psa_compute_level_map and psa_shard_attention run on the CPU "
-                "backend only in this release");
   return PSA_OK;
+}
+
+bool on_cpu(const psa_context* ctx) { return ctx->backend->kind() == PSA_BACKEND_CPU; }
+
+// Workspace bytes of half 1 (level_map) or half 2 on the context's backend.
+psa_status ring_workspace_bytes(psa_context* ctx, const Plan& plan, bool level_map,
+                                uint64_t* bytes) {
+  if (on_cpu(ctx)) {
+    *bytes = level_map ? psa::level_map_workspace_cpu(plan) : psa::shard_attention_workspace_cpu(plan);
+    return PSA_OK;
+  }
+  return ctx->backend->ring_workspace(plan, level_map, bytes);
 }
 
 // Plans (q, k) on the context (its grid, text span and sim cap apply). The plan must not
@@ -86,7 +95,9 @@ PSA_API psa_status psa_level_map_workspace_size(psa_context* context, const psa_
   PSA_RETURN_IF(bytes == nullptr, PSA_ERR_NULL_POINTER, "bytes: must not be NULL");
   const Plan* plan = nullptr;
   PSA_TRY(plan_level_map(context, q, k, &plan));
-  *bytes = psa::level_map_workspace_cpu(*plan);
+  uint64_t need = 0;
+  PSA_TRY(ring_workspace_bytes(context, *plan, true, &need));
+  *bytes = need;
   return PSA_OK;
   PSA_API_END
 }
@@ -96,14 +107,14 @@ PSA_API psa_status psa_compute_level_map(psa_context* context, const psa_tensor_
                                          const void* k, int8_t* levels, void* workspace,
                                          uint64_t workspace_bytes, void* stream) {
   PSA_API_BEGIN
-  (void)stream;
   const Plan* plan = nullptr;
   PSA_TRY(plan_level_map(context, q_desc, k_desc, &plan));
   PSA_RETURN_IF(q == nullptr, PSA_ERR_NULL_POINTER, "q: must not be NULL");
   PSA_RETURN_IF(k == nullptr, PSA_ERR_NULL_POINTER, "k: must not be NULL");
   PSA_RETURN_IF(levels == nullptr, PSA_ERR_NULL_POINTER, "levels: must not be NULL");
   const Problem& pb = plan->problem;
-  const uint64_t need = psa::level_map_workspace_cpu(*plan);
+  uint64_t need = 0;
+  PSA_TRY(ring_workspace_bytes(context, *plan, true, &need));
   PSA_RETURN_IF(workspace_bytes < need, PSA_ERR_WORKSPACE_TOO_SMALL,
                 "workspace_bytes = %llu; this shape needs %llu (query "
                 "psa_level_map_workspace_size)",
@@ -114,7 +125,7 @@ PSA_API psa_status psa_compute_level_map(psa_context* context, const psa_tensor_
                 static_cast<unsigned long long>(need));
   const void* ptrs[4] = {q, k, levels, workspace};
   const char* names[4] = {"q", "k", "levels", "workspace"};
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 4 && on_cpu(context); ++i)
     PSA_RETURN_IF(on_device(ptrs[i]), PSA_ERR_WRONG_MEMORY_SPACE,
                   "%s: is a CUDA device pointer; the CPU backend needs host memory", names[i]);
   const uint64_t map_bytes =
@@ -150,11 +161,15 @@ PSA_API psa_status psa_compute_level_map(psa_context* context, const psa_tensor_
   const int64_t step = context->next_step();
   const bool dense = context->step_is_dense(step);
   psa::LevelCounts counts;
-  psa::level_map_cpu(*plan, t, dense, levels, psa::cpu_kept_levels(*plan),
-                     workspace, &counts);
+  if (on_cpu(context)) {
+    psa::level_map_cpu(*plan, t, dense, levels, psa::cpu_kept_levels(*plan), workspace, &counts);
+  } else {
+    // Enqueued on `stream`; the counts of a sparse map stay on the device until read.
+    PSA_TRY(context->backend->ring_level_map(*plan, t, dense, levels, workspace, stream));
+  }
   context->has_stats = true;
   context->last_dense = dense;
-  context->counts_pending = false;
+  context->counts_pending = !dense && !on_cpu(context);
   context->last_counts = counts;
   context->last_step = step;
   context->last_call = context->calls;
@@ -177,7 +192,9 @@ PSA_API psa_status psa_shard_attention_workspace_size(psa_context* context,
   PSA_RETURN_IF(bytes == nullptr, PSA_ERR_NULL_POINTER, "bytes: must not be NULL");
   Plan plan;
   PSA_TRY(plan_shard(context, q, k, v, out, &plan));
-  *bytes = psa::shard_attention_workspace_cpu(plan);
+  uint64_t need = 0;
+  PSA_TRY(ring_workspace_bytes(context, plan, false, &need));
+  *bytes = need;
   return PSA_OK;
   PSA_API_END
 }
@@ -190,14 +207,13 @@ PSA_API psa_status psa_shard_attention(psa_context* context, const psa_tensor_de
                                        const psa_tensor_desc* out_desc, void* out, float* lse,
                                        void* workspace, uint64_t workspace_bytes, void* stream) {
   PSA_API_BEGIN
-  (void)stream;
   Plan plan;
   PSA_TRY(plan_shard(context, q_desc, k_desc, v_desc, out_desc, &plan));
   const void* ptrs[7] = {q, k, v, levels, out, lse, workspace};
   const char* names[7] = {"q", "k", "v", "levels", "out", "lse", "workspace"};
   for (int i = 0; i < 7; ++i) {
     PSA_RETURN_IF(ptrs[i] == nullptr, PSA_ERR_NULL_POINTER, "%s: must not be NULL", names[i]);
-    PSA_RETURN_IF(on_device(ptrs[i]), PSA_ERR_WRONG_MEMORY_SPACE,
+    PSA_RETURN_IF(on_cpu(context) && on_device(ptrs[i]), PSA_ERR_WRONG_MEMORY_SPACE,
                   "%s: is a CUDA device pointer; the CPU backend needs host memory", names[i]);
   }
   const Problem& pb = plan.problem;
@@ -219,7 +235,8 @@ PSA_API psa_status psa_shard_attention(psa_context* context, const psa_tensor_de
                 "block",
                 static_cast<long long>(pb.len_k), static_cast<long long>(plan.block_n),
                 static_cast<long long>(nk), static_cast<long long>(map_key_blocks));
-  const uint64_t need = psa::shard_attention_workspace_cpu(plan);
+  uint64_t need = 0;
+  PSA_TRY(ring_workspace_bytes(context, plan, false, &need));
   PSA_RETURN_IF(workspace_bytes < need, PSA_ERR_WORKSPACE_TOO_SMALL,
                 "workspace_bytes = %llu; this shape needs %llu (query "
                 "psa_shard_attention_workspace_size)",
@@ -253,8 +270,12 @@ PSA_API psa_status psa_shard_attention(psa_context* context, const psa_tensor_de
   copy_strides(k_desc, t.k_stride);
   copy_strides(v_desc, t.v_stride);
   copy_strides(out_desc, t.o_stride);
-  psa::shard_attention_cpu(plan, t, levels, map_key_blocks, key_block_begin, workspace);
-  return PSA_OK;
+  if (on_cpu(context)) {
+    psa::shard_attention_cpu(plan, t, levels, map_key_blocks, key_block_begin, workspace);
+    return PSA_OK;
+  }
+  return context->backend->ring_shard_attention(plan, t, levels, map_key_blocks,
+                                                key_block_begin, workspace, stream);
   PSA_API_END
 }
 

@@ -9,6 +9,8 @@
 
 namespace psa {
 
+struct RingTensors;  // ring/ring_cpu.h
+
 // Per-call arguments: raw pointers and 64-bit element strides [B, H, L, D].
 struct ForwardArgs {
   const void* q = nullptr;
@@ -61,6 +63,16 @@ class Backend {
   // (in plan-owned memory sized by prepare) into host memory `dst`. CUDA: synchronises the
   // last forward's stream, then copies device to host.
   virtual psa_status read_levels(const Plan& plan, int8_t* dst) = 0;
+  // The PSA ring halves (api/ring_api.cpp, which checks the arguments and runs the CPU
+  // backend's in ring/ring_cpu.cpp) on a device backend: workspace bytes (level_map: half 1,
+  // else half 2), the level map (enqueues; counts as read_counts reads them) and the shard
+  // attention. Default: PSA_ERR_UNSUPPORTED.
+  virtual psa_status ring_workspace(const Plan& plan, bool level_map, uint64_t* bytes);
+  virtual psa_status ring_level_map(const Plan& plan, const RingTensors& t, bool dense,
+                                    int8_t* levels, void* workspace, void* stream);
+  virtual psa_status ring_shard_attention(const Plan& plan, const RingTensors& t,
+                                          const int8_t* levels, int64_t map_nk, int64_t begin,
+                                          void* workspace, void* stream);
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -46,9 +46,10 @@ of neighbouring key blocks; the whole K keeps the map equal to the single-proces
 every preset.) Key shards start at key block boundaries, so ring shards of whole query
 blocks need block_size.m to be a multiple of block_size.n. ``ring_impl="allgather"`` keeps
 the previous ring: K and V all-gathered once per forward, each rank's query shard against
-the whole K/V (bit-exact with one process; the only ring for ada_bsa, for block sizes
-where p2p does not apply, and on CUDA tensors until the CUDA backend has the level-map
-entries). The dense method's p2p ring passes shards and merges the same way, without a map.
+the whole K/V (bit-exact with one process; the only ring for ada_bsa and for block sizes
+where p2p does not apply). The p2p ring runs on CPU and CUDA tensors alike (the CUDA
+backend enqueues the level map and the shard attentions on the tensors' stream). The dense
+method's p2p ring passes shards and merges the same way, without a map.
 
 Agreement: the first forward of each shape checks collectively (all_gather with a timeout)
 that every rank has the same config, grid, degrees and shapes; a mismatch, or a rank that
@@ -435,9 +436,7 @@ class SequenceParallel:
         # 2. Ring: the queries of this ring shard against every key block.
         if R > 1:
             ring_lengths = [sum(b - a for a, b in bounds[r * U:(r + 1) * U]) for r in range(R)]
-            p2p = self.ring_impl == "p2p" and not (
-                q.device.type == "cuda" and int(cfg["type"]) == int(Method.PSA))
-            if p2p:
+            if self.ring_impl == "p2p":
                 out = self._ring_p2p(q, k, v, cfg, ring_lengths, step)
             else:
                 k = _gather_pieces(k, 1, ring_lengths, self._ring_group)

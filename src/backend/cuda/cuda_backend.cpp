@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_dims.h"
 #include "backend/cuda/cuda_causal_psa.h"
 #include "backend/cuda/cuda_method_mask.h"
+#include "ring/ring_cpu.h"
 #include "backend/cuda/cuda_stage_timer.h"
 #include "backend/cuda/cuda_workspace.h"
 #include "cuda/attention/attention_cuda.h"
@@ -115,6 +116,8 @@ class CudaForward {
     PSA_TRY(gather(a_.k, a_.k_stride, pb_.heads_kv, pb_.len_k, data_.k_src, w_.k));
     return gather(a_.v, a_.v_stride, pb_.heads_kv, pb_.len_k, data_.k_src, w_.v);
   }
+  // Rearrange (level map of a sequence-parallel ring): K alone into the workspace.
+  psa_status rearrange_k() { return gather(a_.k, a_.k_stride, pb_.heads_kv, pb_.len_k, data_.k_src, w_.k); }
   // Rearrange + pool (PSA): K and V copies and their pyramids in one pass over each.
   psa_status rearrange_pool_kv() {
     const void* src[2] = {a_.k, a_.v};
@@ -219,6 +222,24 @@ class CudaForward {
       PSA_CUDA_TRY(cudaMemcpyAsync(data_.levels_kept, wa.levels, data_.levels_bytes,
                                    cudaMemcpyDeviceToDevice, stream_),
                    "kept level map: cudaMemcpyAsync");
+    return PSA_OK;
+  }
+
+  // The level map out of the workspace into `dst` ([B*Hq*Mq, Nk] contiguous).
+  psa_status copy_levels_out(int8_t* dst) {
+    const uint64_t bytes = static_cast<uint64_t>(pb_.batch * pb_.heads_q * plan_.q_blocks * plan_.k_blocks);
+    PSA_CUDA_TRY(cudaMemcpyAsync(dst, ws_ + w_.levels, bytes, cudaMemcpyDeviceToDevice, stream_),
+                 "level map: cudaMemcpyAsync");
+    return PSA_OK;
+  }
+  // Columns [begin, begin + Nk) of a [B*Hq*Mq, map_nk] level map into the workspace's map
+  // (a shard attention's key blocks): one 2D device copy.
+  psa_status copy_levels_in(const int8_t* src, int64_t map_nk, int64_t begin) {
+    const int64_t rows = pb_.batch * pb_.heads_q * plan_.q_blocks;
+    PSA_CUDA_TRY(cudaMemcpy2DAsync(ws_ + w_.levels, static_cast<size_t>(plan_.k_blocks), src + begin,
+                                   static_cast<size_t>(map_nk), static_cast<size_t>(plan_.k_blocks),
+                                   static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_),
+                 "shard level map: cudaMemcpy2DAsync");
     return PSA_OK;
   }
 
@@ -380,34 +401,11 @@ class CudaBackend final : public Backend {
       const void* p;
       const char* name;
       uintptr_t align;
-      bool required;
     };
-    const Ptr ptrs[6] = {{a.q, "q", 16, true},     {a.k, "k", 16, true},
-                         {a.v, "v", 16, true},     {a.out, "out", 16, true},
-                         {a.lse, "lse", 4, false}, {a.workspace, "workspace", 16, false}};
-    for (const Ptr& x : ptrs) {
-      if (x.p == nullptr) continue;
-      cudaPointerAttributes attr{};
-      const cudaError_t e = cudaPointerGetAttributes(&attr, x.p);
-      if (e != cudaSuccess) (void)cudaGetLastError();
-      bool device_visible = e == cudaSuccess && (attr.type == cudaMemoryTypeDevice ||
-                                                 attr.type == cudaMemoryTypeManaged);
-      // A workspace from cudaMallocAsync on a stream being captured is a graph allocation: its
-      // address is only backed once the graph runs, so the runtime may not report it as device
-      // memory yet (psa_sparse_attention allocates it so). Alignment is still checked.
-      if (!device_visible && x.p == a.workspace && stream_capturing(a.stream, /*if_unknown=*/false)) {
-        attr.type = cudaMemoryTypeDevice;
-        attr.device = device_;
-        device_visible = true;
-      }
-      PSA_RETURN_IF(!device_visible, PSA_ERR_WRONG_MEMORY_SPACE,
-                    "%s: %p is host memory; the CUDA backend needs device memory", x.name, x.p);
-      PSA_RETURN_IF(attr.type == cudaMemoryTypeDevice && attr.device != device_, PSA_ERR_WRONG_MEMORY_SPACE,
-                    "%s: %p lives on device %d; the context uses device %d", x.name, x.p,
-                    attr.device, device_);
-      PSA_RETURN_IF(reinterpret_cast<uintptr_t>(x.p) % x.align != 0, PSA_ERR_MISALIGNED_POINTER,
-                    "%s: %p is not %u-byte aligned", x.name, x.p, static_cast<unsigned>(x.align));
-    }
+    const Ptr ptrs[6] = {{a.q, "q", 16},  {a.k, "k", 16},     {a.v, "v", 16},
+                         {a.out, "out", 16}, {a.lse, "lse", 4}, {a.workspace, "workspace", 16}};
+    for (const Ptr& x : ptrs)
+      if (x.p != nullptr) PSA_TRY(check_device_pointer(x.p, x.name, x.align, x.p == a.workspace, a.stream));
     (void)plan;
     return PSA_OK;
   }
@@ -463,6 +461,82 @@ class CudaBackend final : public Backend {
     PSA_TRY(f.mark(kStageEvAttention));
     events_recorded_ = timing_;
     return PSA_OK;
+  }
+
+  // The PSA ring halves (api/ring_api.cpp checks and plans): the forward's stages split at
+  // the level map, on the caller's workspace and stream. Half 1 (level_map) runs the PSA
+  // route up to the work list of a plan this backend prepared (its layout; V, its pyramids
+  // and the attention left out) and copies the map out; half 2 takes a plan of the query
+  // shard against one K/V shard, gathers and pools that shard, takes the shard's columns of
+  // the map and runs the work list and the attention with the LSE.
+  psa_status ring_workspace(const Plan& plan, bool level_map, uint64_t* bytes) override {
+    DeviceGuard guard(device_);
+    if (level_map) {
+      const auto* data = dynamic_cast<const CudaPlanData*>(plan.backend_data.get());
+      PSA_RETURN_IF(data == nullptr, PSA_ERR_INTERNAL, "CUDA level map: the plan was not prepared by this backend");
+      *bytes = data->layout.total;
+      return PSA_OK;
+    }
+    PSA_TRY(shard_supported(plan));
+    *bytes = cuda_workspace_layout(plan, 0).total;
+    return PSA_OK;
+  }
+
+  psa_status ring_level_map(const Plan& plan, const RingTensors& t, bool dense, int8_t* levels, void* workspace,
+                            void* stream) override {
+    DeviceGuard guard(device_);
+    const auto* data = dynamic_cast<const CudaPlanData*>(plan.backend_data.get());
+    PSA_RETURN_IF(data == nullptr || plan.route.route != Route::kPsa, PSA_ERR_INTERNAL,
+                  "CUDA level map: the plan was not prepared by this backend for the psa route");
+    PSA_RETURN_IF(t.q_offsets != nullptr || t.k_offsets != nullptr, PSA_ERR_UNSUPPORTED,
+                  "injected sampling offsets: supported by the CPU backend only");
+    PSA_TRY(check_device_pointer(t.q, "q", 16, false, stream));
+    PSA_TRY(check_device_pointer(t.k, "k", 16, false, stream));
+    PSA_TRY(check_device_pointer(levels, "levels", 1, false, stream));
+    if (!dense) PSA_TRY(check_device_pointer(workspace, "workspace", 16, true, stream));
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    last_stream_ = s;
+    events_recorded_ = false;
+    if (dense) {  // a warm-up step: every pair at level 1 (half 2 then attends densely)
+      const uint64_t bytes = static_cast<uint64_t>(plan.problem.batch * plan.problem.heads_q * plan.q_blocks *
+                                                   plan.k_blocks);
+      PSA_CUDA_TRY(cudaMemsetAsync(levels, 1, bytes, s), "level map: cudaMemsetAsync");
+      return PSA_OK;
+    }
+    const ForwardArgs a = ring_args(t, workspace, stream);
+    CudaForward f(plan, *data, a, counts_, nullptr);
+    PSA_TRY(f.begin());
+    PSA_TRY(f.rearrange_q());
+    PSA_TRY(f.rearrange_k());
+    PSA_TRY(f.importance());
+    PSA_TRY(f.mask());
+    PSA_TRY(f.worklist());  // the level counts and the plan's kept map
+    return f.copy_levels_out(levels);
+  }
+
+  psa_status ring_shard_attention(const Plan& plan, const RingTensors& t, const int8_t* levels, int64_t map_nk,
+                                  int64_t begin, void* workspace, void* stream) override {
+    DeviceGuard guard(device_);
+    PSA_RETURN_IF(plan.route.route != Route::kPsa, PSA_ERR_INTERNAL, "CUDA shard attention: not a psa route");
+    PSA_TRY(shard_supported(plan));
+    const struct {
+      const void* p;
+      const char* name;
+      uintptr_t align;
+    } ptrs[7] = {{t.q, "q", 16},   {t.k, "k", 16},     {t.v, "v", 16},           {levels, "levels", 1},
+                 {t.out, "out", 16}, {t.lse, "lse", 4}, {workspace, "workspace", 16}};
+    for (const auto& x : ptrs) PSA_TRY(check_device_pointer(x.p, x.name, x.align, x.p == workspace, stream));
+    // The shard's plan is not prepared (no permutation, no kept map): its layout only.
+    CudaPlanData data;
+    data.device = device_;
+    data.layout = cuda_workspace_layout(plan, 0);
+    const ForwardArgs a = ring_args(t, workspace, stream);
+    CudaForward f(plan, data, a, nullptr, nullptr);  // counts untouched: not a forward
+    PSA_TRY(f.rearrange_q());
+    PSA_TRY(f.rearrange_pool_kv());
+    PSA_TRY(f.copy_levels_in(levels, map_nk, begin));
+    PSA_TRY(f.worklist());
+    return f.attention();
   }
 
   psa_status set_stage_timing(bool on) override {
@@ -523,6 +597,55 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // A pointer the kernels read or write: device (or managed) memory of this backend's device,
+  // aligned to `align`. A workspace from cudaMallocAsync on a stream being captured is a graph
+  // allocation: its address is only backed once the graph runs, so the runtime may not report
+  // it as device memory yet (psa_sparse_attention allocates it so). Alignment is still checked.
+  psa_status check_device_pointer(const void* p, const char* name, uintptr_t align, bool workspace,
+                                  void* stream) const {
+    cudaPointerAttributes attr{};
+    const cudaError_t e = cudaPointerGetAttributes(&attr, p);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    bool device_visible =
+        e == cudaSuccess && (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged);
+    if (!device_visible && workspace && stream_capturing(stream, /*if_unknown=*/false)) {
+      attr.type = cudaMemoryTypeDevice;
+      attr.device = device_;
+      device_visible = true;
+    }
+    PSA_RETURN_IF(!device_visible, PSA_ERR_WRONG_MEMORY_SPACE,
+                  "%s: %p is host memory; the CUDA backend needs device memory", name, p);
+    PSA_RETURN_IF(attr.type == cudaMemoryTypeDevice && attr.device != device_, PSA_ERR_WRONG_MEMORY_SPACE,
+                  "%s: %p lives on device %d; the context uses device %d", name, p, attr.device, device_);
+    PSA_RETURN_IF(reinterpret_cast<uintptr_t>(p) % align != 0, PSA_ERR_MISALIGNED_POINTER,
+                  "%s: %p is not %u-byte aligned", name, p, static_cast<unsigned>(align));
+    return PSA_OK;
+  }
+
+  // What a shard attention runs: the pyramid pooling and the sparse attention of its shape.
+  static psa_status shard_supported(const Plan& plan) {
+    const Problem& pb = plan.problem;
+    PSA_TRY(gpu::attention_supported(pb.dtype, pb.batch, pb.heads_q, pb.len_q, pb.len_k, pb.head_dim,
+                                     plan.block_m, plan.block_n, false));
+    return gpu::pool_supported(pb.head_dim, plan.block_n);
+  }
+
+  static ForwardArgs ring_args(const RingTensors& t, void* workspace, void* stream) {
+    ForwardArgs a;
+    a.q = t.q;
+    a.k = t.k;
+    a.v = t.v;
+    a.out = t.out;
+    a.lse = t.lse;
+    std::copy(t.q_stride, t.q_stride + 4, a.q_stride);
+    std::copy(t.k_stride, t.k_stride + 4, a.k_stride);
+    std::copy(t.v_stride, t.v_stride + 4, a.v_stride);
+    std::copy(t.o_stride, t.o_stride + 4, a.o_stride);
+    a.workspace = workspace;
+    a.stream = stream;
+    return a;
+  }
+
   void destroy_events() {
     for (cudaEvent_t& e : events_) {
       if (e) cudaEventDestroy(e);
