@@ -5,7 +5,9 @@
 # --pretrained DIR) and psa.xdit.enable_psa runs its self-attention through libpsa under
 # those degrees. Every rank compares its output with a plain diffusers WanTransformer3DModel
 # of the same weights under psa.diffusers on one process; rank 0 prints the error and the
-# times. Needs `pip install libpsa[xdit]` (xfuser 0.7.0, yunchang 0.6.4).
+# times. With --cfg 2 (xDiT's CFG parallelism) the one-process reference is the whole
+# [uncond, cond] batch of 2 and each CFG rank runs its half (CFG rank 0 uncond, 1 cond), as
+# xDiT's pipelines do. Needs `pip install libpsa[xdit]` (xfuser 0.7.0, yunchang 0.6.4).
 #
 #   torchrun --nproc-per-node 2 examples/python/sp_xdit_torchrun.py --ulysses 2
 #   torchrun --nproc-per-node 2 examples/python/sp_xdit_torchrun.py --ring 2
