@@ -48,11 +48,12 @@ CONFIG = dict(patch_size=(1, 2, 2), num_attention_heads=4, attention_head_dim=32
 # name: (latent frames/height/width, per-token timestep)
 CASES = {"wan_psa_topk": ((4, 32, 32), False), "wan_uneven_token_timestep": ((3, 32, 40), True)}
 # CFG degree 2: each CFG rank's half ("split"), the whole batch on every rank ("whole"), and
-# a batch of 1 under "whole" (an error on every rank)
+# a batch of 1 under "whole" and CFG ranks with different latents (errors on every rank)
 CFG_CASES = {"cfg_split_psa_topk": ((4, 32, 32), False),
              "cfg_split_token_timestep": ((3, 32, 40), True),
              "cfg_whole_psa_topk": ((4, 32, 32), False),
-             "cfg_whole_odd_batch": ((4, 32, 32), False)}
+             "cfg_whole_odd_batch": ((4, 32, 32), False),
+             "cfg_split_shape_mismatch": ((4, 32, 32), False)}
 TIMESTEPS = (900.0, 700.0)  # warm-up 1: a dense forward, then a sparse one
 
 
@@ -127,6 +128,10 @@ def main():
                     if CFG == 1:
                         ref = plain(**inputs(shape, token_timestep, t))[0]
                         out = xdit_model(**inputs(shape, token_timestep, t))[0]
+                    elif name == "cfg_split_shape_mismatch":  # CFG rank 1: another latent
+                        wrong = (4, 32, 32 + 8 * cfg_rank)
+                        out = xdit_model(**inputs(wrong, token_timestep, t))[0]
+                        raise AssertionError("CFG ranks with different shapes ran")
                     elif name == "cfg_whole_odd_batch":  # must raise on every rank
                         out = xdit_model(**inputs(shape, token_timestep, t))[0]
                         raise AssertionError("batch 1 under cfg_batch='whole' ran")

@@ -80,7 +80,7 @@ def test_enable_psa_without_xfuser_groups_says_so():
 # rank's output equals its half of the one-process forward of the whole [uncond, cond] batch
 # (the two items differ in their text context, so a missing batch offset would show);
 # cfg_batch="whole" returns the whole batch's output on every rank; a batch of 1 under
-# "whole" raises CfgParallelError on every rank.
+# "whole", or CFG ranks given different latents, raise CfgParallelError on every rank.
 CFG_CASES = ["cfg_split_psa_topk", "cfg_split_token_timestep", "cfg_whole_psa_topk"]
 
 
@@ -117,3 +117,12 @@ def test_xdit_cfg_whole_odd_batch_raises_on_every_rank(U, R):
     for r, res in enumerate(_per_rank_cfg(U, R, "cfg_whole_odd_batch", expect_error=True)):
         assert "CfgParallelError" in res.get("error", ""), "rank %d: %r" % (r, res)
         assert "batch 1" in res["error"] and "cfg_batch" in res["error"], res["error"]
+
+
+@needs_xfuser
+@pytest.mark.parametrize("U,R", [(1, 1), (2, 1)])
+def test_xdit_cfg_ranks_with_different_shapes_fail_on_every_rank(U, R):
+    for r, res in enumerate(_per_rank_cfg(U, R, "cfg_split_shape_mismatch",
+                                          expect_error=True)):
+        assert res.get("error", "").startswith("CfgParallelError: psa.xdit: the CFG ranks "
+                                               "disagree"), "rank %d: %r" % (r, res)
