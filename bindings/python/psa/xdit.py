@@ -208,18 +208,18 @@ def _cfg_enter(cfg: _Cfg, state: Any, args: Tuple[Any, ...],
     cfg.check(key, error)
     half = batch // cfg.degree
     state.batch_offset = cfg.rank * half
-    args = list(args)
+    positional = list(args)
     kwargs = dict(kwargs)
     for i, name in enumerate(_WAN_FORWARD):
-        x = kwargs.get(name, args[i] if i < len(args) else None)
+        x = kwargs.get(name, positional[i] if i < len(positional) else None)
         if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != batch:
             continue  # a timestep shared by the batch, no image context
         local = x.narrow(0, cfg.rank * half, half)
         if name in kwargs:
             kwargs[name] = local
         else:
-            args[i] = local
-    return tuple(args), kwargs
+            positional[i] = local
+    return tuple(positional), kwargs
 
 
 def _cfg_leave(cfg: _Cfg, output: Any) -> Any:
