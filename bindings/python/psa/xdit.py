@@ -32,8 +32,17 @@ ring process groups, so nothing is created and CFG / data-parallel ranks (other 
 parallel groups) need no extra collective. Warm-up counting, :func:`psa.diffusers.stats`
 and the disable call work as in :mod:`psa.diffusers`.
 
+CFG parallelism (xfuser's ``use_cfg_parallel``, CFG degree 2, alone or times the sequence-
+parallel degrees): xDiT's pipelines give CFG rank 0 the uncond items and rank 1 the cond
+items of the step's [uncond, cond] batch; each rank's libpsa samples its items at their
+place in the whole batch (the batch offset), so every rank's output is its half of the one-
+process forward of the whole batch (``cfg_batch="whole"``: the caller passes the whole batch,
+every rank returns all of it). See :func:`enable_psa`.
+
 Supported: xfuser 0.7 (tested with 0.7.0, yunchang 0.6.4, diffusers 0.42.1) and its Wan
-transformer; other xfuser transformers raise TypeError.
+transformer; other xfuser transformers raise TypeError (xfuser's CogVideoX cuts the latent
+by height inside its pipeline; CogVideoX runs sequence-parallel through
+:func:`psa.distributed.enable_sequence_parallel` on diffusers' pipeline instead).
 """
 
 from __future__ import annotations
@@ -337,10 +346,16 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
     transformers = _transformers(target)
     for t in transformers:
         if not _is_xdit_wan(t):
+            hint = ""
+            if "CogVideoX" in type(t).__name__:
+                hint = ("; xfuser's CogVideoX pipeline cuts the latent by height before the "
+                        "transformer, which a PSA mask row cannot use: run diffusers' "
+                        "CogVideoXPipeline with psa.distributed.enable_sequence_parallel "
+                        "(Ulysses / ring / USP, the same output as one process)")
             raise TypeError("%s is not xfuser's Wan transformer (xFuserWanTransformer3D"
                             "Wrapper); psa.xdit supports xfuser %s's Wan, psa.diffusers "
-                            "covers diffusers' own transformers"
-                            % (type(t).__name__, SUPPORTED_XFUSER))
+                            "covers diffusers' own transformers%s"
+                            % (type(t).__name__, SUPPORTED_XFUSER, hint))
     if cfg_batch not in _CFG_BATCH:
         raise ValueError("cfg_batch = %r: expected 'split' or 'whole'" % (cfg_batch,))
     U, R, group = parallel_degrees()

@@ -35,11 +35,15 @@ CASES = ["wan_psa_topk", "wan_uneven_token_timestep"]
 _RESULTS = {}
 
 
-def _per_rank(U, R, name):
+def _results(U, R):
     if (U, R) not in _RESULTS:
         _RESULTS[(U, R)] = run_ranks("dist_xdit_worker.py", U * R, "psa_xdit_",
                                      timeout=480, args=[str(U), str(R)])
-    results = _RESULTS[(U, R)]
+    return _RESULTS[(U, R)]
+
+
+def _per_rank(U, R, name):
+    results = _results(U, R)
     assert all(d == [U, R] for d in results["degrees"]), results["degrees"]
     per_rank = results[name]
     assert len(per_rank) == U * R
@@ -56,6 +60,13 @@ def test_xdit_wan_equals_single_process_psa(U, R, name):
         assert all(e <= 1e-5 for e in res["rel_l2"]), "rank %d: %r" % (r, res["rel_l2"])
         assert res["dense_calls"] == 2 and res["sparse_calls"] == 2, res
         assert res["restored"], res
+
+
+@needs_xfuser
+def test_xdit_cogvideox_is_refused_with_the_sequence_parallel_alternative():
+    for r, text in enumerate(_results(2, 1)["cogvideox"]):
+        assert text.startswith("TypeError: xFuserCogVideoXTransformer3DWrapper is not"), text
+        assert "enable_sequence_parallel" in text, "rank %d: %s" % (r, text)
 
 
 def test_enable_psa_without_xfuser_groups_says_so():
