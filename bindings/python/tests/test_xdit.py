@@ -44,7 +44,7 @@ def _results(U, R):
 
 def _per_rank(U, R, name):
     results = _results(U, R)
-    assert all(d == [U, R] for d in results["degrees"]), results["degrees"]
+    assert all(d == [U, R, 1] for d in results["degrees"]), results["degrees"]
     per_rank = results[name]
     assert len(per_rank) == U * R
     for r, res in enumerate(per_rank):
