@@ -129,6 +129,8 @@ class _State:
         self.cog_layout: Optional[_CogShard] = None  # CogVideoX: this forward's token split
         self.cog_layouts: Dict[Tuple[int, ...], _CogShard] = {}
         self.parallel_hooks: List[Any] = []
+        # CFG parallelism (psa.xdit): where this rank's batch items sit in the whole batch
+        self.batch_offset = 0
 
     def set_step(self, step: int) -> None:
         self.step = step
@@ -257,7 +259,8 @@ def _psa(state: _State, query: torch.Tensor, key: torch.Tensor, value: torch.Ten
             state.sparse_calls += 1
     if state.sp is not None:  # this rank's tokens of the whole sequence (psa.distributed)
         parallel_out: torch.Tensor = state.sp.attention(
-            query, key, value, layout=layout, step=0 if state.dense else None)
+            query, key, value, layout=layout, step=0 if state.dense else None,
+            batch_offset=state.batch_offset)
         return parallel_out
     out: torch.Tensor = psa_torch.attention(
         query, key, value, config=state.key, grid=grid, text_length=text_length,
