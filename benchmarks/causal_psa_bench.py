@@ -64,10 +64,30 @@ def main() -> int:
             times.append(a.elapsed_time(b))
         return sorted(times)[len(times) // 2]
 
+    def timing_setter():
+        """psa_context_set_stage_timing (experimental C API, not in the SWIG module): from
+        the binding if it has it, else through ctypes from the libpsa next to the package."""
+        f = getattr(psa.capi, "psa_context_set_stage_timing", None)
+        if f is not None:
+            return f
+        import ctypes
+        import glob
+        import os
+        here = os.path.dirname(os.path.abspath(psa.capi.__file__))
+        for path in sorted(glob.glob(os.path.join(here, "libpsa.so*")) +
+                           glob.glob(os.path.join(here, "..", "lib*", "libpsa.so*"))):
+            try:
+                fn = ctypes.CDLL(path).psa_context_set_stage_timing
+            except (OSError, AttributeError):
+                continue
+            fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_int32], ctypes.c_int
+            return lambda handle, on: fn(int(handle), on)
+        return None
+
     def stage_split(ctx, fn):
         """Median per-stage times of --iters forwards from the context's own stage events
         (psa_context_set_stage_timing); {} when the binding does not expose it."""
-        setter = getattr(psa.capi, "psa_context_set_stage_timing", None)
+        setter = timing_setter()
         if setter is None:
             return {}
         setter(ctx.handle, 1)
