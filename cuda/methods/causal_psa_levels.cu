@@ -184,7 +184,8 @@ __global__ void __launch_bounds__(kTcThreads) causal_psa_scores_tc_kernel(ScoreP
   float* rsum = rmax + PER;
   float* red = rsum + PER;
 
-  const int64_t I = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  // Longest rows first (query block I visits I + 1 key blocks): less tail at the end of the grid.
+  const int64_t I = p.nb - 1 - static_cast<int64_t>(blockIdx.x), h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = b * p.heads_q + h;
   const int64_t bkv = b * (p.heads_q / p.group) + h / p.group;
   const T* q = static_cast<const T*>(p.q) + bh * p.len * p.d;
