@@ -11,6 +11,9 @@ Per length and preset (--presets of model Qwen2.5-VL-7B, default psa_balanced,ps
   density  libpsa's statistics of one forward (a level-p block counts 1/p);
   rel-L2   ||psa - dense|| / ||dense|| in fp32, dense = causal SDPA on the same bf16 inputs;
   ms       median of --iters forwards (CUDA events, after --warmup), psa.Context.forward;
+  stages   then --iters more forwards with the context's stage events on: the median ms of
+           rearrange, pool (K/V pyramids), importance (antidiagonal scores), mask (similarity
+           cap, level rule, work list), attention and total, printed under each row;
   SDPA ms  causal cuDNN SDPA (torch.nn.attention.sdpa_kernel(CUDNN_ATTENTION); K/V repeated to
            28 heads when the backend refuses GQA), same timing rule.
 Prints one markdown table (BENCHMARKS.md format). About 1-3 minutes on an H100 with the
@@ -61,6 +64,43 @@ def main() -> int:
             times.append(a.elapsed_time(b))
         return sorted(times)[len(times) // 2]
 
+    def timing_setter():
+        """psa_context_set_stage_timing (experimental C API, not in the SWIG module): from
+        the binding if it has it, else through ctypes from the libpsa next to the package."""
+        f = getattr(psa.capi, "psa_context_set_stage_timing", None)
+        if f is not None:
+            return f
+        import ctypes
+        import glob
+        import os
+        here = os.path.dirname(os.path.abspath(psa.capi.__file__))
+        for path in sorted(glob.glob(os.path.join(here, "libpsa.so*")) +
+                           glob.glob(os.path.join(here, "..", "lib*", "libpsa.so*"))):
+            try:
+                fn = ctypes.CDLL(path).psa_context_set_stage_timing
+            except (OSError, AttributeError):
+                continue
+            fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_int32], ctypes.c_int
+            return lambda handle, on: fn(int(handle), on)
+        return None
+
+    def stage_split(ctx, fn):
+        """Median per-stage times of --iters forwards from the context's own stage events
+        (psa_context_set_stage_timing); {} when the binding does not expose it."""
+        setter = timing_setter()
+        if setter is None:
+            return {}
+        setter(ctx.handle, 1)
+        try:
+            runs = []
+            for _ in range(max(args.iters, 1)):
+                fn()
+                torch.cuda.synchronize()
+                runs.append(ctx.stats().stage_ms)
+        finally:
+            setter(ctx.handle, 0)
+        return {name: sorted(r[name] for r in runs)[len(runs) // 2] for name in runs[0]}
+
     def inputs(L):
         H, Hk, D = args.heads, args.kv_heads, args.head_dim
         pos = torch.arange(L, device=dev, dtype=torch.float32)[:, None] / 64.0
@@ -96,9 +136,13 @@ def main() -> int:
                     st = ctx.stats()
                     err = (out.float() - dense).norm().item() / dense.norm().item()
                     ms = timed(lambda: ctx.forward(q, k, v, out=out))
+                    split = stage_split(ctx, lambda: ctx.forward(q, k, v, out=out))
                 rows.append((L, preset, st.density, err, ms, sdpa_ms))
                 print("L=%d %s: density %.4f rel-L2 %.3e  %.2f ms  (cuDNN SDPA causal %.2f ms)"
                       % (L, preset, st.density, err, ms, sdpa_ms), flush=True)
+                if split:
+                    print("    stages (CUDA events, ms): " + ", ".join(
+                        "%s %.2f" % (name, t) for name, t in split.items()), flush=True)
         del q, k, v, kr, vr, dense
         torch.cuda.empty_cache()
     print()

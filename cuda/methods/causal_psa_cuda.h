@@ -15,8 +15,12 @@ namespace gpu {
 // Block scores [B*Hq, nb, nb] fp32 (entries J > I written 0) from 16-bit q [B, Hq, L, D] and
 // k [B, Hkv, L, D], contiguous; query head h reads key head h / (Hq / Hkv). One CTA per
 // (query block, head, batch): strided antidiagonal logits (scale / stride), fp32 online row
-// softmax over the visible strided key groups, probabilities summed per block pair in the
-// CPU's order (causal_psa_importance_cpu); exp rounds differently on the device.
+// softmax over the visible strided key groups, probabilities summed per block pair. With
+// per = block / stride in {8, 16, 32} and head_dim a multiple of 64 the logits are tensor-core
+// GEMMs (mma.sync, fp32 accumulation, warp partials added in a fixed order: deterministic run to
+// run) and the block sums a fixed-order tree; otherwise a scalar kernel in the CPU's order
+// (causal_psa_importance_cpu). Either way not bit for bit the CPU (accumulation order, exp):
+// scores agree to fp32 rounding (the GPU test allows 2e-4 relative).
 struct CausalPsaScoreArgs {
   psa_dtype dtype = PSA_DTYPE_BF16;  // F16 or BF16
   const void* q = nullptr;

@@ -120,6 +120,219 @@ __global__ void __launch_bounds__(kMaxThreads) causal_psa_scores_kernel(ScorePar
   }
 }
 
+// ---- tensor-core score kernel (mma.sync m16n8k16, fp32 accumulation) -------------------
+// Same grid, passes and validity rule as causal_psa_scores_kernel; the logits of a block
+// pair are a [per x per] GEMM over k = stride * d: row rr of the reshaped query block is the
+// concatenation over j of token rr*stride + (stride-1-j), column cc the concatenation of key
+// token cc*stride + j. The Q and K blocks stay token-major in shared memory (16-bit, pitch d,
+// 16-byte chunk c of token t stored at chunk c ^ ((t / stride) & 7), so the 8 rows of one
+// ldmatrix phase, which are stride tokens apart, hit 8 distinct bank groups); ldmatrix takes
+// one token row address per lane, so the reshape is only addressing.
+// Warp w accumulates the j = w (mod kTcWarps) terms; the kTcWarps partials are added in a fixed
+// order (deterministic; the order differs from the CPU's sequential fp32 sum, so logits agree
+// to fp32 rounding of a 1024..2048-term dot, not bit for bit). per in {8, 16, 32}.
+constexpr int kTcWarps = 4;
+constexpr int kTcThreads = kTcWarps * 32;
+
+struct TcLayout {
+  int64_t pitch;                 // 16-bit elements per token row in shared memory (d)
+  int64_t q, k, part, lg, stat;  // byte offsets
+  int64_t bytes;
+};
+
+__host__ __device__ inline TcLayout tc_layout(int64_t bs, int64_t per, int64_t d) {
+  TcLayout t{};
+  t.pitch = d;
+  t.q = 0;
+  t.k = t.q + bs * t.pitch * 2;
+  t.part = t.k + bs * t.pitch * 2;                        // [kTcWarps][per * per] fp32
+  t.lg = t.part + static_cast<int64_t>(kTcWarps) * per * per * 4;  // [per * per] fp32
+  t.stat = t.lg + per * per * 4;                          // rmax[per], rsum[per], red[kTcWarps]
+  t.bytes = t.stat + (2 * per + kTcWarps) * 4;
+  return t;
+}
+
+bool tc_supported(int64_t per, int64_t d) { return (per == 8 || per == 16 || per == 32) && d % 64 == 0; }
+
+// Tokens [first, first + bs) into a [bs][pitch] tile; tokens past len zero-filled.
+__device__ __forceinline__ int64_t tc_at(int64_t t, int64_t chunk, int64_t stride, int64_t pitch) {
+  return t * pitch + ((chunk ^ ((t / stride) & 7)) * 8);
+}
+
+template <typename T>
+__device__ __forceinline__ void tc_load(T* tile, const T* x, int64_t first, int64_t bs, int64_t len, int64_t d,
+                                        int64_t stride) {
+  const int64_t chunks = d / 8;
+  for (int64_t c = threadIdx.x; c < bs * chunks; c += blockDim.x) {
+    const int64_t t = c / chunks, ch = c % chunks;
+    const bool valid = first + t < len;
+    cp_async_16(tile + tc_at(t, ch, stride, d), x + (valid ? (first + t) * d + ch * 8 : 0), valid);
+  }
+  cp_async_commit();
+}
+
+template <typename T, int PER>
+__global__ void __launch_bounds__(kTcThreads) causal_psa_scores_tc_kernel(ScoreParams p) {
+  extern __shared__ __align__(16) unsigned char tsm[];
+  constexpr int MT = (PER + 15) / 16, NT = PER / 8, ENTS = PER * PER;
+  const TcLayout L = tc_layout(p.bs, PER, p.d);
+  T* qs = reinterpret_cast<T*>(tsm + L.q);
+  T* ks = reinterpret_cast<T*>(tsm + L.k);
+  float* part = reinterpret_cast<float*>(tsm + L.part);
+  float* lg = reinterpret_cast<float*>(tsm + L.lg);
+  float* rmax = reinterpret_cast<float*>(tsm + L.stat);
+  float* rsum = rmax + PER;
+  float* red = rsum + PER;
+
+  // Longest rows first (query block I visits I + 1 key blocks): less tail at the end of the grid.
+  const int64_t I = p.nb - 1 - static_cast<int64_t>(blockIdx.x), h = blockIdx.y, b = blockIdx.z;
+  const int64_t bh = b * p.heads_q + h;
+  const int64_t bkv = b * (p.heads_q / p.group) + h / p.group;
+  const T* q = static_cast<const T*>(p.q) + bh * p.len * p.d;
+  const T* k = static_cast<const T*>(p.k) + bkv * p.len * p.d;
+  float* out = p.scores + (bh * p.nb + I) * p.nb;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, c2 = (lane % 4) * 2;  // mma fragment row / column pair
+  const float neg_inf = __int_as_float(0xff800000);
+  const int S = static_cast<int>(p.stride), D = static_cast<int>(p.d);
+  const int64_t pitch = L.pitch;
+
+  tc_load<T>(qs, q, I * p.bs, p.bs, p.len, p.d, p.stride);
+  for (int64_t j = I + 1 + tid; j < p.nb; j += blockDim.x) out[j] = 0.0f;
+  for (int x = tid; x < PER; x += blockDim.x) {
+    rmax[x] = neg_inf;
+    rsum[x] = 0.0f;
+  }
+  // ldmatrix row of this lane: A (x4) rows 0..15 at k offset 0 / 8; B (x2) rows 0..7 at 0 / 8.
+  const int a_row = lane % 16, a_k = (lane / 16) * 8;
+  const int b_row = lane % 8, b_k = ((lane / 8) % 2) * 8;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int64_t J = 0; J <= I; ++J) {
+      __syncthreads();  // ks / lg / part free
+      tc_load<T>(ks, k, J * p.bs, p.bs, p.len, p.d, p.stride);
+      cp_async_wait<0>();
+      __syncthreads();
+      float acc[MT][NT][4];
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.0f;
+      for (int j = warp; j < S; j += kTcWarps) {
+        int at[MT], asw[MT], bt[NT], bsw[NT];  // token row and its chunk swizzle
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          const int rr = m * 16 + a_row < PER ? m * 16 + a_row : 0;  // per 8: rows 8..15 unused
+          at[m] = rr * S + (S - 1 - j);
+          asw[m] = rr & 7;
+        }
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          bt[n] = (n * 8 + b_row) * S + j;
+          bsw[n] = b_row;
+        }
+        for (int e = 0; e < D; e += 16) {
+          uint32_t a[MT][4], bf[NT][2];
+#pragma unroll
+          for (int m = 0; m < MT; ++m)
+            ldmatrix_x4(a[m], qs + at[m] * pitch + ((((e + a_k) >> 3) ^ asw[m]) << 3));
+#pragma unroll
+          for (int n = 0; n < NT; ++n) {
+            uint32_t r4[4];
+            // x4 over the same 8 rows twice: lanes 16..31 repeat lanes 0..15 (valid addresses).
+            ldmatrix_x4(r4, ks + bt[n] * pitch + ((((e + b_k) >> 3) ^ bsw[n]) << 3));
+            bf[n][0] = r4[0];
+            bf[n][1] = r4[1];
+          }
+#pragma unroll
+          for (int m = 0; m < MT; ++m)
+#pragma unroll
+            for (int n = 0; n < NT; ++n) mma_16816<T>(acc[m][n], a[m], bf[n][0], bf[n][1]);
+        }
+      }
+      // Fragment (m, n, e): row m*16 + g + (e / 2) * 8, column n*8 + c2 + e % 2.
+      float* mine = part + warp * ENTS;
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int rr = m * 16 + g + (e / 2) * 8, cc = n * 8 + c2 + e % 2;
+            if (rr < PER) mine[rr * PER + cc] = acc[m][n][e];
+          }
+      __syncthreads();
+      float bsum = 0.0f;
+      for (int x = tid; x < ENTS; x += kTcThreads) {
+        const int rr = x / PER, cc = x % PER;
+        const int64_t r = I * PER + rr, c = J * PER + cc;
+        const bool valid = r < p.groups && c < p.groups && c <= r;
+        float dot = part[x];
+#pragma unroll
+        for (int w = 1; w < kTcWarps; ++w) dot += part[w * ENTS + x];
+        const float logit = __fmul_rn(p.s, dot);
+        if (pass == 0) {
+          lg[x] = valid ? logit : neg_inf;
+        } else {
+          const float pr = valid ? __fmul_rn(expf(logit - rmax[rr]), rsum[rr]) : 0.0f;
+          bsum += pr;
+        }
+      }
+      if (pass == 0) {
+        __syncthreads();
+        for (int rr = tid; rr < PER; rr += kTcThreads) {
+          float cm = neg_inf;
+          for (int cc = 0; cc < PER; ++cc) cm = fmaxf(cm, lg[rr * PER + cc]);
+          const float m_old = rmax[rr], m_new = fmaxf(m_old, cm);
+          if (m_new == neg_inf) continue;
+          float s = m_old == neg_inf ? 0.0f : rsum[rr] * expf(m_old - m_new);
+          for (int cc = 0; cc < PER; ++cc) {
+            const float v = lg[rr * PER + cc];
+            if (v != neg_inf) s = __fadd_rn(s, expf(v - m_new));
+          }
+          rmax[rr] = m_new;
+          rsum[rr] = s;
+        }
+      } else {
+        // Block sum: per-thread partials, warp tree, then the warps in order (deterministic).
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) bsum += __shfl_xor_sync(0xffffffffu, bsum, o);
+        if (lane == 0) red[warp] = bsum;
+        __syncthreads();
+        if (tid == 0) {
+          float a = 0.0f;
+          for (int w = 0; w < kTcWarps; ++w) a += red[w];
+          out[J] = a;
+        }
+      }
+    }
+    __syncthreads();
+    if (pass == 0)
+      for (int rr = tid; rr < PER; rr += kTcThreads) rsum[rr] = rsum[rr] > 0.0f ? __fdiv_rn(1.0f, rsum[rr]) : 0.0f;
+  }
+}
+
+template <typename T, int PER>
+psa_status launch_scores_tc(const ScoreParams& p, int64_t batch, cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(tc_layout(p.bs, PER, p.d).bytes);
+  PSA_CUDA_TRY(cudaFuncSetAttribute(causal_psa_scores_tc_kernel<T, PER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)),
+               "causal_psa_scores_tc_kernel: cudaFuncSetAttribute");
+  const dim3 grid(static_cast<unsigned>(p.nb), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(batch));
+  causal_psa_scores_tc_kernel<T, PER><<<grid, kTcThreads, smem, stream>>>(p);
+  return launch_status("causal_psa_scores_tc_kernel");
+}
+
+template <typename T>
+psa_status launch_scores_tc_per(const ScoreParams& p, int64_t batch, cudaStream_t stream) {
+  switch (p.per) {
+    case 8: return launch_scores_tc<T, 8>(p, batch, stream);
+    case 16: return launch_scores_tc<T, 16>(p, batch, stream);
+    default: return launch_scores_tc<T, 32>(p, batch, stream);
+  }
+}
+
 size_t score_smem_bytes(int64_t per, int64_t stride, int64_t d) {
   return static_cast<size_t>(2 * per * (stride * d + 1) + per * per + 2 * per) * sizeof(float);
 }
@@ -131,6 +344,8 @@ int score_threads(int64_t per) {
 
 template <typename T>
 psa_status launch_scores(const ScoreParams& p, int64_t batch, cudaStream_t stream) {
+  if (tc_supported(p.per, p.d) && static_cast<int64_t>(smem_optin_limit()) >= tc_layout(p.bs, p.per, p.d).bytes)
+    return launch_scores_tc_per<T>(p, batch, stream);
   const size_t smem = score_smem_bytes(p.per, p.stride, p.d);
   PSA_CUDA_TRY(cudaFuncSetAttribute(causal_psa_scores_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)),

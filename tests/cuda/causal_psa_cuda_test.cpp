@@ -3,6 +3,11 @@
 // causal_psa_importance_cpu on the exact fp32 values of the 16-bit inputs; levels from the
 // CPU's scores and caps bit for bit vs causal_psa_levels_cpu (topk, energybound, text, ties);
 // the whole forward vs the CPU backend (level maps and outputs). Skips without a device.
+// DISABLED_PrefillStageTimings (run with --gtest_also_run_disabled_tests): per-stage times of
+// the Qwen2.5-VL-7B presets at 32k and 128k prefill tokens, printed, nothing asserted but
+// success and finite outputs.
+#define PSA_EXPERIMENTAL_API  // psa_context_set_stage_timing (the timing test)
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -193,6 +198,59 @@ TEST(CudaCausalPsa, ForwardMatchesCpuBackend) {
     EXPECT_GT(pooled, 0);
     EXPECT_GE(agree, 0.995);
     EXPECT_LE(err, same == static_cast<int64_t>(maps[0].size()) ? 1e-2 : 3e-2);
+  }
+}
+
+// Qwen2.5-VL-7B text decoder, one layer (28 heads, 4 KV heads, d128, bf16), prefill of 32k and
+// 128k tokens, presets psa_balanced and psa_topk: median per-stage times (the context's stage
+// events) of 5 forwards after one warm-up. A measurement, not a check: disabled by default.
+TEST(CudaCausalPsa, DISABLED_PrefillStageTimings) {
+  PSA_REQUIRE_GPU();
+  const int64_t H = 28, Hk = 4, D = 128;
+  const char* presets[] = {"psa_balanced", "psa_topk"};
+  const char* names[] = {"rearrange", "pool", "importance", "mask", "attention", "inverse", "total"};
+  for (const int64_t L : {int64_t{32768}, int64_t{131072}}) {
+    const auto q = test::make_video_like(H, L, D, PSA_DTYPE_BF16, 5);
+    const auto k = test::make_video_like(Hk, L, D, PSA_DTYPE_BF16, 6);
+    const auto v = test::make_random(static_cast<size_t>(Hk * L * D), PSA_DTYPE_BF16, 7);
+    DevBuf<uint16_t> dq(q.bits), dk(k.bits), dv(v.bits), dout(q.bits.size());
+    for (const char* preset : presets) {
+      psa_config* cfg = nullptr;
+      PSA_OK_MSG(psa_config_load_embedded("Qwen2.5-VL-7B", preset, &cfg));
+      psa_context* ctx = nullptr;
+      PSA_OK_MSG(psa_context_create(cfg, PSA_BACKEND_CUDA, -1, &ctx));
+      psa_tensor_desc qd, kd;
+      psa_tensor_desc_init(&qd, PSA_LAYOUT_BNSD, PSA_DTYPE_BF16, 1, H, L, D);
+      psa_tensor_desc_init(&kd, PSA_LAYOUT_BNSD, PSA_DTYPE_BF16, 1, Hk, L, D);
+      uint64_t bytes = 0;
+      PSA_OK_MSG(psa_workspace_size(ctx, &qd, &kd, &kd, &qd, &bytes));
+      DevBuf<unsigned char> ws(bytes);
+      PSA_OK_MSG(psa_context_set_stage_timing(ctx, 1));
+      std::vector<std::vector<double>> ms(7);
+      double density = 0.0;
+      for (int it = 0; it < 6; ++it) {
+        PSA_OK_MSG(psa_attention_forward(ctx, &qd, dq.get(), &kd, dk.get(), &kd, dv.get(), &qd,
+                                         dout.get(), nullptr, ws.get(), bytes, nullptr));
+        psa_stats st{};
+        st.struct_size = sizeof(psa_stats);
+        PSA_OK_MSG(psa_context_get_stats(ctx, &st));
+        density = st.density;
+        if (it > 0)
+          for (int s = 0; s < 7; ++s) ms[static_cast<size_t>(s)].push_back(st.stage_ms[s]);
+      }
+      std::printf("[causal_psa] L %lld %s density %.4f:", static_cast<long long>(L), preset, density);
+      for (int s = 0; s < 7; ++s) {
+        auto& x = ms[static_cast<size_t>(s)];
+        std::sort(x.begin(), x.end());
+        std::printf(" %s %.2f", names[s], x[x.size() / 2]);
+      }
+      std::printf(" ms\n");
+      std::vector<float> out;
+      for (uint16_t x : dout.download()) out.push_back(test::from16(x, PSA_DTYPE_BF16));
+      EXPECT_TRUE(test::all_finite(out));
+      psa_context_destroy(ctx);
+      psa_config_destroy(cfg);
+    }
   }
 }
 
