@@ -135,6 +135,16 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
       const uint32_t lo = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(top));
       const uint32_t hi = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(top >> 32));
       uint64_t any = (static_cast<uint64_t>(hi) << 32) | lo;  // warp-uniform
+      // The marked blocks' scratch columns (q_count floats, 1-4 lines each) are fetched into L1
+      // at once, so the warp's sums below do not wait on L2 one tied block after another (no
+      // registers, no effect on any value; with aliasing, groups > 64, a line may be a wasted one).
+      for (uint64_t t = top; t != 0u; t &= t - 1u) {
+        const int j = (__ffsll(static_cast<long long>(t)) - 1) * 32 + lane;
+        if (j < nk) {
+          const float* col = scratch + r0 + static_cast<int64_t>(j) * kRows;
+          for (int r = 0; r < p.q_count; r += 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(col + r));
+        }
+      }
       int jq[kTie];
       int nq = 0;
 #pragma unroll 1
