@@ -32,11 +32,6 @@ __device__ __forceinline__ float block_logit_max(const float* a, const float* m,
   return y;
 }
 
-// Tie masses of up to kTie blocks j[0..n) of one row (n >= 1; entries past n repeat j[0] and are
-// not written), summed by the whole warp in importance_spec.h order: lane l adds the weights of
-// rows l, l + 32, ... (ascending, from 0.0f), then the xor butterfly. The blocks' loads and double
-// exps are independent, so kTie blocks cost about the latency of one. a0 = scratch + r0 (column j
-// at a0 + j * 256), mr = the rows' maxima; lane (j & 31) writes tie_row[j].
 // P == 1 for one block, recomputed from the scratch (a: its column, m: the rows' maxima): the max
 // of the rounded differences by a scalar loop -- fmaxf skips NaN and the maximum of the other
 // values does not depend on the order (a tie of -0 and +0 gives exp = 1 either way), so P is
@@ -48,6 +43,11 @@ __device__ __forceinline__ bool block_is_top(const float* a, const float* m, int
   return sample_weight(y) == 1.0f;
 }
 
+// Tie masses of up to kTie blocks j[0..n) of one row (n >= 1; entries past n repeat j[0] and are
+// not written), summed by the whole warp in importance_spec.h order: lane l adds the weights of
+// rows l, l + 32, ... (ascending, from 0.0f), then the xor butterfly. The blocks' loads and double
+// exps are independent, so kTie blocks cost about the latency of one. a0 = scratch + r0 (column j
+// at a0 + j * 256), mr = the rows' maxima; lane (j & 31) writes tie_row[j].
 template <int kTie>
 __device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float* a0, const float* mr, float* tie_row,
                                           const int (&j)[kTie], int n, int lane) {
