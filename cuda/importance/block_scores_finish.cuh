@@ -32,6 +32,47 @@ __device__ __forceinline__ float block_logit_max(const float* a, const float* m,
   return y;
 }
 
+// P == 1 for one block, recomputed from the scratch (a: its column, m: the rows' maxima): the max
+// of the rounded differences by a scalar loop -- fmaxf skips NaN and the maximum of the other
+// values does not depend on the order (a tie of -0 and +0 gives exp = 1 either way), so P is
+// block_logit_max's -- then the same sample_weight.
+__device__ __forceinline__ bool block_is_top(const float* a, const float* m, int q_count) {
+  float y = -INFINITY;
+#pragma unroll 1
+  for (int r = 0; r < q_count; ++r) y = fmaxf(y, __fsub_rn(a[r], m[r]));
+  return sample_weight(y) == 1.0f;
+}
+
+// Tie masses of up to kTie blocks j[0..n) of one row (n >= 1; entries past n repeat j[0] and are
+// not written), summed by the whole warp in importance_spec.h order: lane l adds the weights of
+// rows l, l + 32, ... (ascending, from 0.0f), then the xor butterfly. The blocks' loads and double
+// exps are independent, so kTie blocks cost about the latency of one. a0 = scratch + r0 (column j
+// at a0 + j * 256), mr = the rows' maxima; lane (j & 31) writes tie_row[j].
+template <int kTie>
+__device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float* a0, const float* mr, float* tie_row,
+                                          const int (&j)[kTie], int n, int lane) {
+  constexpr int kRows = static_cast<int>(kScoreTileRows);
+  float w[kTie];
+#pragma unroll
+  for (int u = 0; u < kTie; ++u) w[u] = 0.0f;
+#pragma unroll 1
+  for (int r = lane; r < p.q_count; r += 32) {
+    const float m = mr[r];
+    float d[kTie];
+#pragma unroll
+    for (int u = 0; u < kTie; ++u) d[u] = a0[static_cast<int64_t>(j[u]) * kRows + r];
+#pragma unroll
+    for (int u = 0; u < kTie; ++u) w[u] += sample_weight(__fsub_rn(d[u], m));
+  }
+#pragma unroll
+  for (int o = kTieLanes / 2; o > 0; o >>= 1)
+#pragma unroll
+    for (int u = 0; u < kTie; ++u) w[u] += __shfl_xor_sync(0xffffffffu, w[u], o);
+#pragma unroll
+  for (int u = 0; u < kTie; ++u)
+    if (u < n && lane == (j[u] & 31)) tie_row[j[u]] = w[u];  // after this lane's 0
+}
+
 // Given a complete scratch slot (a[r][j] at scratch[j * 256 + r]) and the row maxima s_m[r] of
 // the tile (b*Hq + h = bh, row tile rt), per query block of the tile: (2) P[i][j] =
 // exp(max_r (a[r][j] - m[r])) (= max_r exp(a - m): exp is monotone, so one double exp per block
@@ -44,10 +85,19 @@ __device__ __forceinline__ float block_logit_max(const float* a, const float* m,
 // 4 * kBatch float4 loads in flight); kBatch 2 spills at the sm90 finishers' 56 registers, so
 // they use 1. With p.ties, (5) the tie masses: 0, and for the few P == 1 blocks of the row the
 // warp-wide sum of their sampled weights (importance_spec.h order), from the same scratch.
-template <int kBatch>
+// Finding the P == 1 blocks costs the main loop one bit per block: lane l's block l + 32k sets
+// bit k % 64 of its `top` mask, so the tie pass visits only the 32-block groups whose bit some
+// lane set (the union over the warp) and does not read the row back (an earlier version
+// re-read every block's P from global memory, one dependent load per 32 blocks); a row of more
+// than 64 groups (nk > 2048) recomputes P of the aliased groups' candidates (block_is_top). The
+// tied blocks are summed kTie at a time (tie_batch: their loads and exps overlap). The tie pass
+// runs after the normalisation, so the row sum is no longer live in it. kTie 1 on the sm90
+// finishers' 56 registers (2 spills inside the main loop there), 2 elsewhere (ptxas -v).
+template <int kBatch, int kTie>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
                                             int64_t bh, int64_t rt, int warp, int n_warps, int lane) {
   static_assert(kBatch == 1 || kBatch == 2, "one or two key blocks per lane at a time");
+  static_assert(kTie >= 1 && kTie <= 4, "one to four tied blocks summed at a time");
   constexpr int kRows = static_cast<int>(kScoreTileRows);
   const int nqb = kRows >> p.q_shift;  // query blocks per tile
   const int nq_valid = static_cast<int>(min(static_cast<int64_t>(nqb), p.mq - rt * nqb));
@@ -57,6 +107,7 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
     const int r0 = il << p.q_shift;
     const float* mr = s_m + r0;
     double s = 0.0;
+    uint64_t top = 0;  // bit k % 64: this lane's block lane + 32 k has P == 1
     const float* a = scratch + r0 + lane * kRows;
     for (int64_t j = lane; j < p.nk; j += 32 * kBatch, a += 32 * kBatch * kRows) {
       float y[kBatch];
@@ -69,39 +120,63 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
         const float v = sample_weight(y[u]);
         row[j + 32 * u] = v;
         s += v;
+        if (v == 1.0f) top |= uint64_t{1} << (static_cast<int>((j >> 5) + u) & 63);
       }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (p.ties != nullptr) {
-      float* tie_row = p.ties + (row - p.scores);
-      // Tie masses, before the normalisation (P == 1 is tested on this lane's own writes): 0, and
-      // for each P == 1 block the whole warp's sum in importance_spec.h order (lane l takes rows
-      // l, l + 32, ..., then the xor butterfly). Warp-uniform loop; a separate pass keeps the
-      // main loop's registers untouched.
-#pragma unroll 1
-      for (int64_t jb = 0; jb < p.nk; jb += 32) {
-        const int64_t j = jb + lane;
-        const bool in = j < p.nk;
-        const bool top = in && row[j] == 1.0f;
-        if (in) tie_row[j] = 0.0f;
-        unsigned tied = __ballot_sync(0xffffffffu, top);
-#pragma unroll 1
-        while (tied != 0u) {
-          const int src = __ffs(tied) - 1;
-          tied &= tied - 1u;
-          const float* at = scratch + r0 + (jb + src) * kRows;
-          float w = 0.0f;
-#pragma unroll 1
-          for (int r = lane; r < p.q_count; r += 32) w += sample_weight(__fsub_rn(at[r], mr[r]));
-#pragma unroll
-          for (int o = kTieLanes / 2; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
-          if (lane == src) tie_row[j] = w;  // after this lane's 0 above
-        }
-      }
-    }
     if (s > 0.0)
       for (int64_t j = lane; j < p.nk; j += 32) row[j] = static_cast<float>(row[j] / s);  // this lane's own writes
+    if (p.ties != nullptr) {
+      float* tie_row = p.ties + (row - p.scores);
+      for (int64_t j = lane; j < p.nk; j += 32) tie_row[j] = 0.0f;  // this lane's blocks; ties below
+      const int nk = static_cast<int>(p.nk);  // < 2^31: a scratch slot holds nk KB
+      const int groups = (nk + 31) >> 5;
+      const uint32_t lo = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(top));
+      const uint32_t hi = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(top >> 32));
+      uint64_t any = (static_cast<uint64_t>(hi) << 32) | lo;  // warp-uniform
+      // The marked blocks' scratch columns (q_count floats, 1-4 lines each) are fetched into L1
+      // at once, so the warp's sums below do not wait on L2 one tied block after another (no
+      // registers, no effect on any value; with aliasing, groups > 64, a line may be a wasted one).
+      for (uint64_t t = top; t != 0u; t &= t - 1u) {
+        const int j = (__ffsll(static_cast<long long>(t)) - 1) * 32 + lane;
+        if (j < nk) {
+          const float* col = scratch + r0 + static_cast<int64_t>(j) * kRows;
+          for (int r = 0; r < p.q_count; r += 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(col + r));
+        }
+      }
+      int jq[kTie];
+      int nq = 0;
+#pragma unroll 1
+      while (any != 0u) {
+        const int bit = __ffsll(static_cast<long long>(any)) - 1;
+        any &= any - 1u;
+        const bool mine = ((top >> bit) & 1u) != 0u;
+#pragma unroll 1
+        for (int k = bit; k < groups; k += 64) {
+          const int j = k * 32 + lane;
+          // Without aliasing (groups <= 64) the bit is the block's; else P == 1 is recomputed
+          // from the scratch by the main loop's operations (rare: nk > 2048).
+          const bool t = mine && j < nk &&
+                         (groups <= 64 ||
+                          block_is_top(scratch + r0 + static_cast<int64_t>(j) * kRows, mr, p.q_count));
+          unsigned tied = __ballot_sync(0xffffffffu, t);
+#pragma unroll 1
+          while (tied != 0u) {
+            const int jt = k * 32 + (__ffs(tied) - 1);
+            tied &= tied - 1u;
+#pragma unroll
+            for (int u = 0; u < kTie; ++u)  // jq[nq] = jt; unused entries repeat jq[0]
+              if (u == nq || nq == 0) jq[u] = jt;
+            if (++nq == kTie) {
+              tie_batch<kTie>(p, scratch + r0, mr, tie_row, jq, nq, lane);
+              nq = 0;
+            }
+          }
+        }
+      }
+      if (nq > 0) tie_batch<kTie>(p, scratch + r0, mr, tie_row, jq, nq, lane);
+    }
   }
 }
 
