@@ -29,6 +29,27 @@ struct QRowSource {
   }
 #endif
 };
+// The geometry and sampling fields every score kernel's parameter block shares (the GEMM path's
+// GemmScoreParams and the per-block kernel's ScoreKernelParams), from the entry's arguments.
+template <typename Params>
+inline void fill_score_params(Params& p, const ScoreArgs& a) {
+  p.k = a.k;
+  p.heads_q = a.dims.heads_q;
+  p.group = a.dims.heads_q / a.dims.heads_kv;
+  p.len_q = a.dims.len_q;
+  p.len_k = a.dims.len_k;
+  p.block_m = a.dims.block_m;
+  p.block_n = a.dims.block_n;
+  p.mq = (a.dims.len_q + a.dims.block_m - 1) / a.dims.block_m;
+  p.nk = (a.dims.len_k + a.dims.block_n - 1) / a.dims.block_n;
+  p.q_off = a.q_off;
+  p.k_off = a.k_off;
+  p.q_count = a.q_count;
+  p.scale = a.scale;
+  p.scores = a.scores;
+  p.ties = a.ties;
+}
+
 // q_stride {0, 0, 0, 1} means contiguous [B, Hq, Lq, D].
 inline QRowSource q_row_source(const ScoreArgs& a) {
   const bool contiguous = a.q_stride[0] == 0 && a.q_stride[1] == 0 && a.q_stride[2] == 0;

@@ -16,27 +16,13 @@ psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream) {
   PSA_RETURN_IF(!score_gemm_supported(a.q_count, a.k_count), PSA_ERR_INTERNAL,
                 "importance: GEMM path with %d/%d samples per block", a.q_count, a.k_count);
   GemmScoreParams p{};
+  fill_score_params(p, a);
   p.q = q_row_source(a);
-  p.k = a.k;
-  p.heads_q = a.dims.heads_q;
-  p.group = a.dims.heads_q / a.dims.heads_kv;
-  p.len_q = a.dims.len_q;
-  p.len_k = a.dims.len_k;
-  p.block_m = a.dims.block_m;
-  p.block_n = a.dims.block_n;
-  p.mq = ceil_div(a.dims.len_q, a.dims.block_m);
-  p.nk = ceil_div(a.dims.len_k, a.dims.block_n);
   p.row_tiles = ceil_div(p.mq * a.q_count, kScoreTileRows);
   p.tiles = score_gemm_tiles(a.dims.batch * a.dims.heads_q, p.mq, a.q_count);
-  p.q_off = a.q_off;
-  p.k_off = a.k_off;
-  p.q_count = a.q_count;
   p.q_shift = 0;
   while ((1 << p.q_shift) < a.q_count) ++p.q_shift;
-  p.scale = a.scale;
   p.scratch = static_cast<float*>(a.scratch);
-  p.scores = a.scores;
-  p.ties = a.ties;
   if (p.tiles == 0 || p.nk == 0) return PSA_OK;
   const int64_t slots = static_cast<int64_t>(a.scratch_bytes / score_scratch_slot_bytes(p.nk));
   PSA_RETURN_IF(slots < 1 || a.scratch == nullptr || reinterpret_cast<uintptr_t>(a.scratch) % 16 != 0,

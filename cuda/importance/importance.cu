@@ -299,23 +299,9 @@ psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
       a.scratch_bytes >= score_scratch_slot_bytes(ceil_div(a.dims.len_k, a.dims.block_n)))
     return block_scores_gemm_cuda(a, stream);
   ScoreKernelParams p{};
+  fill_score_params(p, a);
   p.q = qs;
-  p.k = a.k;
-  p.heads_q = a.dims.heads_q;
-  p.group = a.dims.heads_q / a.dims.heads_kv;
-  p.len_q = a.dims.len_q;
-  p.len_k = a.dims.len_k;
-  p.block_m = a.dims.block_m;
-  p.block_n = a.dims.block_n;
-  p.mq = ceil_div(a.dims.len_q, a.dims.block_m);
-  p.nk = ceil_div(a.dims.len_k, a.dims.block_n);
-  p.q_off = a.q_off;
-  p.k_off = a.k_off;
-  p.q_count = a.q_count;
   p.k_count = a.k_count;
-  p.scale = a.scale;
-  p.scores = a.scores;
-  p.ties = a.ties;
   p.rows = (a.q_count + 15) / 16 * 16;
   // A chunk holds whole key blocks: up to kKC sampled keys.
   const int kc = kKC;
