@@ -50,6 +50,24 @@ __device__ __forceinline__ float tile_dot(const float* qg, const float* kg, int6
   return s;
 }
 
+// Pass 0's online update of one reshaped query row from its `per` logits of the current block
+// pair (lg[0..per), -inf = not visible): the running max and the exp-sum rescaled to it, the
+// new exps added in column order without contraction (causal_psa_importance_cpu's order).
+__device__ __forceinline__ void online_row_update(const float* lg, int per, float& rmax, float& rsum) {
+  const float neg_inf = __int_as_float(0xff800000);
+  float cm = neg_inf;
+  for (int cc = 0; cc < per; ++cc) cm = fmaxf(cm, lg[cc]);
+  const float m_old = rmax, m_new = fmaxf(m_old, cm);
+  if (m_new == neg_inf) return;
+  float s = m_old == neg_inf ? 0.0f : rsum * expf(m_old - m_new);
+  for (int cc = 0; cc < per; ++cc) {
+    const float v = lg[cc];
+    if (v != neg_inf) s = __fadd_rn(s, expf(v - m_new));
+  }
+  rmax = m_new;
+  rsum = s;
+}
+
 // One CTA per (query block I, head, batch). Entry x = (rr, cc) of the per x per grid of
 // block pair (I, J): strided query row I*per + rr, key group J*per + cc. Pass 0: online row
 // max / exp-sum over J = 0..I; pass 1: probabilities, summed per J in row-major order (the
@@ -95,19 +113,8 @@ __global__ void __launch_bounds__(kMaxThreads) causal_psa_scores_kernel(ScorePar
       }
       __syncthreads();
       if (pass == 0) {
-        for (int64_t rr = tid; rr < per; rr += blockDim.x) {
-          float cm = neg_inf;
-          for (int64_t cc = 0; cc < per; ++cc) cm = fmaxf(cm, lg[rr * per + cc]);
-          const float m_old = rmax[rr], m_new = fmaxf(m_old, cm);
-          if (m_new == neg_inf) continue;
-          float s = m_old == neg_inf ? 0.0f : rsum[rr] * expf(m_old - m_new);
-          for (int64_t cc = 0; cc < per; ++cc) {
-            const float v = lg[rr * per + cc];
-            if (v != neg_inf) s = __fadd_rn(s, expf(v - m_new));
-          }
-          rmax[rr] = m_new;
-          rsum[rr] = s;
-        }
+        for (int64_t rr = tid; rr < per; rr += blockDim.x)
+          online_row_update(lg + rr * per, static_cast<int>(per), rmax[rr], rsum[rr]);
       } else if (tid == 0) {
         float a = 0.0f;
         for (int64_t x = 0; x < ents; ++x) a = __fadd_rn(a, lg[x]);
@@ -281,19 +288,7 @@ __global__ void __launch_bounds__(kTcThreads) causal_psa_scores_tc_kernel(ScoreP
       }
       if (pass == 0) {
         __syncthreads();
-        for (int rr = tid; rr < PER; rr += kTcThreads) {
-          float cm = neg_inf;
-          for (int cc = 0; cc < PER; ++cc) cm = fmaxf(cm, lg[rr * PER + cc]);
-          const float m_old = rmax[rr], m_new = fmaxf(m_old, cm);
-          if (m_new == neg_inf) continue;
-          float s = m_old == neg_inf ? 0.0f : rsum[rr] * expf(m_old - m_new);
-          for (int cc = 0; cc < PER; ++cc) {
-            const float v = lg[rr * PER + cc];
-            if (v != neg_inf) s = __fadd_rn(s, expf(v - m_new));
-          }
-          rmax[rr] = m_new;
-          rsum[rr] = s;
-        }
+        for (int rr = tid; rr < PER; rr += kTcThreads) online_row_update(lg + rr * PER, PER, rmax[rr], rsum[rr]);
       } else {
         // Block sum: per-thread partials, warp tree, then the warps in order (deterministic).
 #pragma unroll
