@@ -52,8 +52,7 @@ inline CudaWorkspaceLayout cuda_workspace_layout(const Plan& plan, int64_t score
     const uint64_t padded = nk * static_cast<uint64_t>(plan.block_n);
     // rf_v2 and ada_bsa keep whole blocks at full resolution from their own scores: no
     // pyramid, no sampled importance, no similarity cap.
-    const bool block_method = plan.route.block_method();
-    if (!block_method) {
+    if (plan.route.pyramid()) {
       for (int l = 0; l < 3; ++l) {
         w.k_pooled[l] = take(bkv * (padded >> (l + 1)) * d * es);
         w.v_pooled[l] = take(bkv * (padded >> (l + 1)) * d * es);
