@@ -7,8 +7,11 @@ Shape: Qwen2.5-VL-7B's text decoder, one layer: 28 query heads, 4 KV heads (GQA)
 a smooth random field along the sequence plus noise (neighbouring tokens attend to each other,
 as in real prefill), v random; fixed seed.
 
-Per length and preset (--presets of model Qwen2.5-VL-7B, default psa_balanced,psa_topk):
-  density  libpsa's statistics of one forward (a level-p block counts 1/p);
+Per length and preset (--presets of model Qwen2.5-VL-7B, default psa_balanced,psa_topk,dense;
+"dense" is libpsa's own attention kernel over every causal key, type dense with causal = 1):
+  density  libpsa's statistics of one forward (a level-p block counts 1/p, over all nb x nb
+           block pairs; causal dense attention is about 0.5);
+  causal work  the density as a share of the nb (nb + 1) / 2 causal block pairs;
   rel-L2   ||psa - dense|| / ||dense|| in fp32, dense = causal SDPA on the same bf16 inputs;
   ms       median of --iters forwards (CUDA events, after --warmup), psa.Context.forward;
   stages   then --iters more forwards with the context's stage events on: the median ms of
@@ -33,7 +36,7 @@ import time
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lengths", default="32768,131072")
-    ap.add_argument("--presets", default="psa_balanced,psa_topk")
+    ap.add_argument("--presets", default="psa_balanced,psa_topk,dense")
     ap.add_argument("--model", default="Qwen2.5-VL-7B")
     ap.add_argument("--heads", type=int, default=28)
     ap.add_argument("--kv-heads", type=int, default=4)
@@ -117,6 +120,12 @@ def main() -> int:
         v = torch.randn(1, Hk, L, D, device=dev, generator=gen)
         return [x.to(torch.bfloat16).contiguous() for x in (q, k, v)]
 
+    def causal_work(L, dens, block=128):
+        """The density (over all nb x nb block pairs) as a share of the causal pairs
+        nb (nb + 1) / 2: the fraction of causal dense attention's work the sparse stage does."""
+        nb = -(-L // block)
+        return dens * nb * nb / (nb * (nb + 1) / 2)
+
     from torch.nn.attention import SDPBackend, sdpa_kernel
     F = torch.nn.functional
     rows = []
@@ -134,7 +143,12 @@ def main() -> int:
             dense = sdpa().float()
             sdpa_ms = timed(sdpa)
             for preset in args.presets.split(","):
-                cfg = psa.Config.load(args.model, preset)
+                if preset == "dense":  # libpsa's own kernel over every causal key
+                    cfg = psa.Config()
+                    cfg["type"] = "dense"
+                    cfg["causal"] = True
+                else:
+                    cfg = psa.Config.load(args.model, preset)
                 with psa.Context(cfg, backend="cuda") as ctx:
                     out = ctx.forward(q, k, v)
                     torch.cuda.synchronize()
@@ -151,10 +165,12 @@ def main() -> int:
         del q, k, v, kr, vr, dense
         torch.cuda.empty_cache()
     print()
-    print("| tokens | preset | density | rel-L2 vs causal dense | psa ms | cuDNN SDPA causal ms | speed-up |")
-    print("|---|---|---|---|---|---|---|")
+    print("| tokens | preset | density | causal work | rel-L2 vs causal dense | psa ms | cuDNN SDPA causal ms | speed-up |")
+    print("|---|---|---|---|---|---|---|---|")
     for L, preset, dens, err, ms, sms in rows:
-        print("| %d | %s | %.4f | %.3e | %.2f | %.2f | %.2fx |" % (L, preset, dens, err, ms, sms, sms / ms))
+        work = 1.0 if preset == "dense" else causal_work(L, dens)  # dense: density reads 1
+        print("| %d | %s | %.4f | %.3f | %.3e | %.2f | %.2f | %.2fx |"
+              % (L, preset, dens, work, err, ms, sms, sms / ms))
     print("\n%s, %d heads / %d KV heads, d%d, bf16; total %.0f s"
           % (torch.cuda.get_device_name(), args.heads, args.kv_heads, args.head_dim,
              time.time() - t_start))

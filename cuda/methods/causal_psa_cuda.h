@@ -13,12 +13,13 @@ namespace psa {
 namespace gpu {
 
 // Block scores [B*Hq, nb, nb] fp32 (entries J > I written 0) from 16-bit q [B, Hq, L, D] and
-// k [B, Hkv, L, D], contiguous; query head h reads key head h / (Hq / Hkv). One CTA per
-// (query block, head, batch): strided antidiagonal logits (scale / stride), fp32 online row
-// softmax over the visible strided key groups, probabilities summed per block pair. With
-// per = block / stride in {8, 16, 32} and head_dim a multiple of 64 the logits are tensor-core
-// GEMMs (mma.sync, fp32 accumulation, warp partials added in a fixed order: deterministic run to
-// run) and the block sums a fixed-order tree; otherwise a scalar kernel in the CPU's order
+// k [B, Hkv, L, D], contiguous; query head h reads key head h / (Hq / Hkv). Strided
+// antidiagonal logits (scale / stride), fp32 row softmax over the visible strided key groups,
+// probabilities summed per block pair. With per = block / stride in {8, 16, 32} and head_dim a
+// multiple of 64 the logits are one tensor-core GEMM per head (mma.sync, fp32 accumulation; a
+// CTA owns 128 strided query rows and streams the key groups up to its diagonal twice: row
+// statistics, then block sums, both in a fixed order: deterministic run to run); otherwise one
+// CTA per (query block, head, batch) with scalar dots in the CPU's order
 // (causal_psa_importance_cpu). Either way not bit for bit the CPU (accumulation order, exp):
 // scores agree to fp32 rounding (the GPU test allows 2e-4 relative).
 struct CausalPsaScoreArgs {
@@ -36,7 +37,8 @@ int64_t causal_psa_max_blocks(int64_t block, int64_t stride, int64_t head_dim);
 
 // Levels [B*Hq, nb, nb] from the scores: per row the stable descending rank of each causal
 // candidate, the topk / energybound slot rule, forced text / diagonal / column 0 and the
-// similarity cap cap [B*Hkv, nb]; bit for bit causal_psa_levels_cpu.
+// similarity cap cap [B*Hkv, nb]; bit for bit causal_psa_levels_cpu. One CTA per row: a bitonic
+// sort of (score, index) pairs in shared memory (8 bytes per entry of the next power of two).
 struct CausalPsaLevelArgs {
   const float* scores = nullptr;
   const int8_t* cap = nullptr;

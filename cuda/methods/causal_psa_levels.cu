@@ -18,7 +18,7 @@ constexpr int kMaxThreads = 256;
 struct ScoreParams {
   const void* q;  // [B, Hq, L, d] 16-bit
   const void* k;  // [B, Hkv, L, d] 16-bit
-  int64_t heads_q, group, len, d, nb, groups, bs, stride, per;  // per = bs / stride
+  int64_t batch, heads_q, group, len, d, nb, groups, bs, stride, per;  // per = bs / stride
   int64_t gstride;  // floats between strided groups in a tile: stride * d + 1
   float s;          // scale / stride
   float* scores;
@@ -127,204 +127,289 @@ __global__ void __launch_bounds__(kMaxThreads) causal_psa_scores_kernel(ScorePar
   }
 }
 
-// ---- tensor-core score kernel (mma.sync m16n8k16, fp32 accumulation) -------------------
-// Same grid, passes and validity rule as causal_psa_scores_kernel; the logits of a block
-// pair are a [per x per] GEMM over k = stride * d: row rr of the reshaped query block is the
-// concatenation over j of token rr*stride + (stride-1-j), column cc the concatenation of key
-// token cc*stride + j. The Q and K blocks stay token-major in shared memory (16-bit, pitch d,
-// 16-byte chunk c of token t stored at chunk c ^ ((t / stride) & 7), so the 8 rows of one
-// ldmatrix phase, which are stride tokens apart, hit 8 distinct bank groups); ldmatrix takes
-// one token row address per lane, so the reshape is only addressing.
-// Warp w accumulates the j = w (mod kTcWarps) terms; the kTcWarps partials are added in a fixed
-// order (deterministic; the order differs from the CPU's sequential fp32 sum, so logits agree
-// to fp32 rounding of a 1024..2048-term dot, not bit for bit). per in {8, 16, 32}.
-constexpr int kTcWarps = 4;
-constexpr int kTcThreads = kTcWarps * 32;
+// ---- tensor-core score kernel: the strided logits as one GEMM per head ------------------
+// With G = ceil(L / S) strided groups, the logits of a head are Qr Kr^T over k = S * d, where
+// Kr row t is the plain reshape of K (tokens t*S .. t*S+S-1 concatenated) and Qr row r the
+// reshape of Q with its S tokens in reverse order (token r*S + S-1-j at k offset j*d), so a
+// 64-element k step of either operand is one 128-byte piece of one token row: the reshape is
+// only addressing. One CTA owns 128 strided query rows (128 / per query blocks) and streams the
+// 128-wide key-group tiles 0..its diagonal twice: pass 0 keeps the row max / exp-sum (online,
+// across tiles), pass 1 sums the probabilities per block pair. Every step of both passes is one
+// [128 x 64] Q piece and one [128 x 64] K piece through a kStages-deep cp.async ring (the Q
+// rows are re-read per key tile: a CTA cannot hold 128 x S*d of Q). mma.sync m16n8k16 with fp32
+// accumulation; 8 warps as 4 (rows) x 2 (key groups), each a 32 x 64 warp tile, which holds
+// whole per x per block pairs for per in {8, 16, 32}, so a block sum is one warp's reduction in
+// a fixed order (deterministic run to run; not the CPU's sequential order, so scores agree to
+// fp32 rounding). Row statistics of pass 0 combine the two key-group warps through shared
+// memory in a fixed order.
+constexpr int kGemmWarps = 8;
+constexpr int kGemmThreads = kGemmWarps * 32;
+constexpr int kGemmTile = 128;                     // strided rows per CTA = key groups per tile
+constexpr int kGemmK = 64;                         // k elements per pipeline step (128 bytes)
+constexpr int kGemmStages = 3;
+constexpr int kGemmPiece = kGemmTile * kGemmK;     // 16-bit elements of one operand piece
+constexpr size_t kGemmSmem =
+    static_cast<size_t>(kGemmStages) * 2 * kGemmPiece * 2 +  // Q and K pieces
+    (2 * 2 * kGemmTile + 3 * kGemmTile) * sizeof(float);    // red_max/red_sum [2][128], row stats
 
-struct TcLayout {
-  int64_t pitch;                 // 16-bit elements per token row in shared memory (d)
-  int64_t q, k, part, lg, stat;  // byte offsets
-  int64_t bytes;
-};
+bool gemm_supported(int64_t per, int64_t d) { return (per == 8 || per == 16 || per == 32) && d % kGemmK == 0; }
 
-__host__ __device__ inline TcLayout tc_layout(int64_t bs, int64_t per, int64_t d) {
-  TcLayout t{};
-  t.pitch = d;
-  t.q = 0;
-  t.k = t.q + bs * t.pitch * 2;
-  t.part = t.k + bs * t.pitch * 2;                        // [kTcWarps][per * per] fp32
-  t.lg = t.part + static_cast<int64_t>(kTcWarps) * per * per * 4;  // [per * per] fp32
-  t.stat = t.lg + per * per * 4;                          // rmax[per], rsum[per], red[kTcWarps]
-  t.bytes = t.stat + (2 * per + kTcWarps) * 4;
+// Element (row, k) of a [128 x 64] piece: 16-byte chunk k / 8 of a row stored at chunk
+// (k / 8) ^ (row % 8), so the 8 rows of one ldmatrix phase hit 8 distinct bank groups.
+__device__ __forceinline__ int piece_at(int row, int k) { return row * kGemmK + ((((k >> 3) ^ row) & 7) << 3) + (k & 7); }
+
+// Sums each of the NB per-lane values over the 32 lanes of the warp; the total of value v ends
+// in every lane whose lane >> (5 - log2 NB) == v (reduce-scatter halvings, then butterflies).
+// NB in {2, 8, 32}; fixed order, so deterministic.
+template <int NB>
+__device__ __forceinline__ float warp_sum_scatter(float (&v)[NB], int lane) {
+  constexpr int kSteps = NB == 32 ? 5 : (NB == 8 ? 3 : 1);
+  int n = NB;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int half = n / 2, off = 16 >> s;
+    const bool up = (lane & off) != 0;
+#pragma unroll
+    for (int i = 0; i < NB / 2; ++i) {
+      if (i < half) {
+        const float send = up ? v[i] : v[i + half];
+        const float keep = up ? v[i + half] : v[i];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+      }
+    }
+    n = half;
+  }
+  float t = v[0];
+#pragma unroll
+  for (int off = 16 >> kSteps; off > 0; off >>= 1) t += __shfl_xor_sync(0xffffffffu, t, off);
   return t;
 }
 
-bool tc_supported(int64_t per, int64_t d) { return (per == 8 || per == 16 || per == 32) && d % 64 == 0; }
-
-// Tokens [first, first + bs) into a [bs][pitch] tile; tokens past len zero-filled.
-__device__ __forceinline__ int64_t tc_at(int64_t t, int64_t chunk, int64_t stride, int64_t pitch) {
-  return t * pitch + ((chunk ^ ((t / stride) & 7)) * 8);
-}
-
-template <typename T>
-__device__ __forceinline__ void tc_load(T* tile, const T* x, int64_t first, int64_t bs, int64_t len, int64_t d,
-                                        int64_t stride) {
-  const int64_t chunks = d / 8;
-  for (int64_t c = threadIdx.x; c < bs * chunks; c += blockDim.x) {
-    const int64_t t = c / chunks, ch = c % chunks;
-    const bool valid = first + t < len;
-    cp_async_16(tile + tc_at(t, ch, stride, d), x + (valid ? (first + t) * d + ch * 8 : 0), valid);
-  }
-  cp_async_commit();
-}
-
 template <typename T, int PER>
-__global__ void __launch_bounds__(kTcThreads) causal_psa_scores_tc_kernel(ScoreParams p) {
-  extern __shared__ __align__(16) unsigned char tsm[];
-  constexpr int MT = (PER + 15) / 16, NT = PER / 8, ENTS = PER * PER;
-  const TcLayout L = tc_layout(p.bs, PER, p.d);
-  T* qs = reinterpret_cast<T*>(tsm + L.q);
-  T* ks = reinterpret_cast<T*>(tsm + L.k);
-  float* part = reinterpret_cast<float*>(tsm + L.part);
-  float* lg = reinterpret_cast<float*>(tsm + L.lg);
-  float* rmax = reinterpret_cast<float*>(tsm + L.stat);
-  float* rsum = rmax + PER;
-  float* red = rsum + PER;
+__global__ void __launch_bounds__(kGemmThreads, 1) causal_psa_scores_gemm_kernel(ScoreParams p) {
+  extern __shared__ __align__(128) unsigned char gsm[];
+  T* sq = reinterpret_cast<T*>(gsm);                          // [kGemmStages][128 x 64]
+  T* sk = sq + kGemmStages * kGemmPiece;                      // [kGemmStages][128 x 64]
+  float* red_max = reinterpret_cast<float*>(sk + kGemmStages * kGemmPiece);  // [2][128]
+  float* red_sum = red_max + 2 * kGemmTile;                   // [2][128]
+  float* rmax = red_sum + 2 * kGemmTile;                      // [128]
+  float* rsum = rmax + kGemmTile;                             // [128]
+  float* rinv = rsum + kGemmTile;                             // [128]
 
-  // Longest rows first (query block I visits I + 1 key blocks): less tail at the end of the grid.
-  const int64_t I = p.nb - 1 - static_cast<int64_t>(blockIdx.x), h = blockIdx.y, b = blockIdx.z;
-  const int64_t bh = b * p.heads_q + h;
+  // Longest rows first over the whole grid: CTA x takes row tile RT-1 - x / (B*Hq).
+  const int64_t heads = p.heads_q * p.batch;
+  const int64_t n_rt = (p.nb * PER + kGemmTile - 1) / kGemmTile;
+  const int64_t rt = n_rt - 1 - static_cast<int64_t>(blockIdx.x) / heads;
+  const int64_t bh = static_cast<int64_t>(blockIdx.x) % heads, b = bh / p.heads_q, h = bh % p.heads_q;
   const int64_t bkv = b * (p.heads_q / p.group) + h / p.group;
   const T* q = static_cast<const T*>(p.q) + bh * p.len * p.d;
   const T* k = static_cast<const T*>(p.k) + bkv * p.len * p.d;
-  float* out = p.scores + (bh * p.nb + I) * p.nb;
+  constexpr int kBlocksPerTile = kGemmTile / PER;
+  const int64_t I0 = rt * kBlocksPerTile;  // first query block of the tile
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int g = lane / 4, c2 = (lane % 4) * 2;  // mma fragment row / column pair
+  const int wm = warp / 2, wn = warp % 2;             // warp tile: rows 32*wm.., key groups 64*wn..
+  const int g = lane / 4, c2 = (lane % 4) * 2;
   const float neg_inf = __int_as_float(0xff800000);
-  const int S = static_cast<int>(p.stride), D = static_cast<int>(p.d);
-  const int64_t pitch = L.pitch;
+  const int S = static_cast<int>(p.stride);
+  const int KS = S * static_cast<int>(p.d) / kGemmK;  // pipeline steps per key tile
+  const int n_ct = static_cast<int>(rt) + 1;
+  const int total = 2 * n_ct * KS;
 
-  tc_load<T>(qs, q, I * p.bs, p.bs, p.len, p.d, p.stride);
-  for (int64_t j = I + 1 + tid; j < p.nb; j += blockDim.x) out[j] = 0.0f;
-  for (int x = tid; x < PER; x += blockDim.x) {
-    rmax[x] = neg_inf;
-    rsum[x] = 0.0f;
+  // Block pairs right of the diagonal tile are zero.
+  for (int64_t I = I0; I < I0 + kBlocksPerTile && I < p.nb; ++I)
+    for (int64_t J = (rt + 1) * kBlocksPerTile + tid; J < p.nb; J += kGemmThreads) p.scores[(bh * p.nb + I) * p.nb + J] = 0.0f;
+  if (tid < kGemmTile) {
+    rmax[tid] = neg_inf;
+    rsum[tid] = 0.0f;
   }
-  // ldmatrix row of this lane: A (x4) rows 0..15 at k offset 0 / 8; B (x2) rows 0..7 at 0 / 8.
+
+  // Step u: pass u / (n_ct * KS), key tile ct, k step kk -> token j = kk*64 / d, column e0.
+  // Thread tid copies chunk tid % 8 of rows tid / 8 + 32 i of both pieces; rows as token
+  // offsets from the tile's first group (q: its last token, read backwards by j).
+  const int ch = tid % 8, row0 = tid / 8;
+  const int64_t q_first = rt * kGemmTile * S + (S - 1);  // token of (row 0, j = 0)
+  const int64_t tile_tokens = static_cast<int64_t>(kGemmTile) * S;
+  auto load_step = [&](int u) {
+    if (u < total) {
+      const int rem = u % (n_ct * KS), ct = rem / KS, kk = rem % KS;
+      const int j = kk * kGemmK / static_cast<int>(p.d), e0 = kk * kGemmK % static_cast<int>(p.d) + ch * 8;
+      const int64_t qt = q_first - j, kt = ct * tile_tokens + j;
+      T* dq = sq + (u % kGemmStages) * kGemmPiece;
+      T* dk = sk + (u % kGemmStages) * kGemmPiece;
+#pragma unroll
+      for (int i = 0; i < kGemmTile / 32; ++i) {
+        const int row = row0 + 32 * i;
+        const int64_t qi = qt + static_cast<int64_t>(row) * S, ki = kt + static_cast<int64_t>(row) * S;
+        const bool qv = qi < p.len, kv = ki < p.len;
+        cp_async_16(dq + piece_at(row, ch * 8), q + (qv ? qi * p.d + e0 : 0), qv);
+        cp_async_16(dk + piece_at(row, ch * 8), k + (kv ? ki * p.d + e0 : 0), kv);
+      }
+    }
+    cp_async_commit();  // empty groups keep the wait count uniform
+  };
+
+  float acc[2][8][4];
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.0f;
+
+#pragma unroll
+  for (int u = 0; u < kGemmStages - 1; ++u) load_step(u);
+
+  // ldmatrix lane roles: A x4 = rows 0..15 at k 0 / 8; B x4 = two 8-group n tiles at k 0 / 8.
   const int a_row = lane % 16, a_k = (lane / 16) * 8;
-  const int b_row = lane % 8, b_k = ((lane / 8) % 2) * 8;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int64_t J = 0; J <= I; ++J) {
-      __syncthreads();  // ks / lg / part free
-      tc_load<T>(ks, k, J * p.bs, p.bs, p.len, p.d, p.stride);
-      cp_async_wait<0>();
-      __syncthreads();
-      float acc[MT][NT][4];
+  const int b_row = (lane / 16) * 8 + lane % 8, b_k = ((lane / 8) % 2) * 8;
+
+  for (int u = 0; u < total; ++u) {
+    cp_async_wait<kGemmStages - 2>();
+    __syncthreads();  // step u landed for every thread; stage (u - 1) % kGemmStages is free
+    load_step(u + kGemmStages - 1);
+    const T* tq = sq + (u % kGemmStages) * kGemmPiece;
+    const T* tk = sk + (u % kGemmStages) * kGemmPiece;
 #pragma unroll
-      for (int m = 0; m < MT; ++m)
+    for (int ks = 0; ks < kGemmK; ks += 16) {
+      uint32_t a[2][4];
 #pragma unroll
-        for (int n = 0; n < NT; ++n)
+      for (int m = 0; m < 2; ++m) ldmatrix_x4(a[m], tq + piece_at(wm * 32 + m * 16 + a_row, ks + a_k));
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.0f;
-      for (int j = warp; j < S; j += kTcWarps) {
-        int at[MT], asw[MT], bt[NT], bsw[NT];  // token row and its chunk swizzle
+      for (int n2 = 0; n2 < 4; ++n2) {
+        uint32_t bf[4];  // key groups 16*n2 .. +15: {b0, b1} of n tile 2*n2, then of 2*n2 + 1
+        ldmatrix_x4(bf, tk + piece_at(wn * 64 + n2 * 16 + b_row, ks + b_k));
 #pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          const int rr = m * 16 + a_row < PER ? m * 16 + a_row : 0;  // per 8: rows 8..15 unused
-          at[m] = rr * S + (S - 1 - j);
-          asw[m] = rr & 7;
-        }
-#pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          bt[n] = (n * 8 + b_row) * S + j;
-          bsw[n] = b_row;
-        }
-        for (int e = 0; e < D; e += 16) {
-          uint32_t a[MT][4], bf[NT][2];
-#pragma unroll
-          for (int m = 0; m < MT; ++m)
-            ldmatrix_x4(a[m], qs + at[m] * pitch + ((((e + a_k) >> 3) ^ asw[m]) << 3));
-#pragma unroll
-          for (int n = 0; n < NT; ++n) {
-            uint32_t r4[4];
-            // x4 over the same 8 rows twice: lanes 16..31 repeat lanes 0..15 (valid addresses).
-            ldmatrix_x4(r4, ks + bt[n] * pitch + ((((e + b_k) >> 3) ^ bsw[n]) << 3));
-            bf[n][0] = r4[0];
-            bf[n][1] = r4[1];
-          }
-#pragma unroll
-          for (int m = 0; m < MT; ++m)
-#pragma unroll
-            for (int n = 0; n < NT; ++n) mma_16816<T>(acc[m][n], a[m], bf[n][0], bf[n][1]);
-        }
-      }
-      // Fragment (m, n, e): row m*16 + g + (e / 2) * 8, column n*8 + c2 + e % 2.
-      float* mine = part + warp * ENTS;
-#pragma unroll
-      for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int rr = m * 16 + g + (e / 2) * 8, cc = n * 8 + c2 + e % 2;
-            if (rr < PER) mine[rr * PER + cc] = acc[m][n][e];
-          }
-      __syncthreads();
-      float bsum = 0.0f;
-      for (int x = tid; x < ENTS; x += kTcThreads) {
-        const int rr = x / PER, cc = x % PER;
-        const int64_t r = I * PER + rr, c = J * PER + cc;
-        const bool valid = r < p.groups && c < p.groups && c <= r;
-        float dot = part[x];
-#pragma unroll
-        for (int w = 1; w < kTcWarps; ++w) dot += part[w * ENTS + x];
-        const float logit = __fmul_rn(p.s, dot);
-        if (pass == 0) {
-          lg[x] = valid ? logit : neg_inf;
-        } else {
-          const float pr = valid ? __fmul_rn(expf(logit - rmax[rr]), rsum[rr]) : 0.0f;
-          bsum += pr;
-        }
-      }
-      if (pass == 0) {
-        __syncthreads();
-        for (int rr = tid; rr < PER; rr += kTcThreads) online_row_update(lg + rr * PER, PER, rmax[rr], rsum[rr]);
-      } else {
-        // Block sum: per-thread partials, warp tree, then the warps in order (deterministic).
-#pragma unroll
-        for (int o = 16; o > 0; o /= 2) bsum += __shfl_xor_sync(0xffffffffu, bsum, o);
-        if (lane == 0) red[warp] = bsum;
-        __syncthreads();
-        if (tid == 0) {
-          float a = 0.0f;
-          for (int w = 0; w < kTcWarps; ++w) a += red[w];
-          out[J] = a;
+        for (int m = 0; m < 2; ++m) {
+          mma_16816<T>(acc[m][2 * n2], a[m], bf[0], bf[1]);
+          mma_16816<T>(acc[m][2 * n2 + 1], a[m], bf[2], bf[3]);
         }
       }
     }
-    __syncthreads();
-    if (pass == 0)
-      for (int rr = tid; rr < PER; rr += kTcThreads) rsum[rr] = rsum[rr] > 0.0f ? __fdiv_rn(1.0f, rsum[rr]) : 0.0f;
+    const int rem = u % (n_ct * KS);
+    if (rem % KS != KS - 1) continue;
+
+    // ---- end of a key tile: fragment (m, n, e) is row 32*wm + 16*m + g + 8*(e/2), key group
+    // 64*wn + 8*n + c2 + e%2 of the tile.
+    const int pass = u / (n_ct * KS), ct = rem / KS;
+    const int64_t r0 = rt * kGemmTile + wm * 32, c0 = static_cast<int64_t>(ct) * kGemmTile + wn * 64;
+    // Visible: row < rows_in, key group < cols_in, and key group <= row (only the diagonal
+    // tile cuts), in warp-tile coordinates.
+    const int rows_in = static_cast<int>((p.groups - r0 < 32 ? p.groups - r0 : 32));
+    const int cols_in = static_cast<int>((p.groups - c0 < 64 ? p.groups - c0 : 64));
+    const int diag = ct == n_ct - 1 ? wm * 32 - wn * 64 : 1 << 30;  // key col <= row + diag
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = m * 16 + g + (e / 2) * 8, c = n * 8 + c2 + e % 2;
+          const bool valid = r < rows_in && c < cols_in && c <= r + diag;
+          acc[m][n][e] = valid ? __fmul_rn(p.s, acc[m][n][e]) : neg_inf;  // logit, -inf = not visible
+        }
+    if (pass == 0) {
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          float v = neg_inf;
+#pragma unroll
+          for (int n = 0; n < 8; ++n) v = fmaxf(v, fmaxf(acc[m][n][hf * 2], acc[m][n][hf * 2 + 1]));
+          v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+          v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+          if (c2 == 0) red_max[wn * kGemmTile + wm * 32 + m * 16 + hf * 8 + g] = v;
+        }
+      __syncthreads();
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int row = wm * 32 + m * 16 + hf * 8 + g;
+          const float m_new = fmaxf(rmax[row], fmaxf(red_max[row], red_max[kGemmTile + row]));
+          float s = 0.0f;
+          if (m_new != neg_inf) {
+#pragma unroll
+            for (int n = 0; n < 8; ++n)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const float v = acc[m][n][hf * 2 + e];
+                if (v != neg_inf) s += expf(v - m_new);
+              }
+          }
+          s += __shfl_xor_sync(0xffffffffu, s, 1);
+          s += __shfl_xor_sync(0xffffffffu, s, 2);
+          if (c2 == 0) red_sum[wn * kGemmTile + row] = s;
+        }
+      __syncthreads();
+      if (tid < kGemmTile) {
+        const float m_old = rmax[tid];
+        const float m_new = fmaxf(m_old, fmaxf(red_max[tid], red_max[kGemmTile + tid]));
+        if (m_new != neg_inf) {
+          const float kept = m_old == neg_inf ? 0.0f : rsum[tid] * expf(m_old - m_new);
+          rsum[tid] = kept + (red_sum[tid] + red_sum[kGemmTile + tid]);
+          rmax[tid] = m_new;
+        }
+        if (ct == n_ct - 1) rinv[tid] = rsum[tid] > 0.0f ? __fdiv_rn(1.0f, rsum[tid]) : 0.0f;
+      }
+    } else {
+      // Probabilities, then per block pair: thread partials in slot (block row, block column),
+      // one warp reduction per tile (the warp tile holds whole blocks).
+      constexpr int BR = 32 / PER, BC = 64 / PER, NB = BR * BC;
+      float part[NB];
+#pragma unroll
+      for (int x = 0; x < NB; ++x) part[x] = 0.0f;
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int row = wm * 32 + m * 16 + hf * 8 + g;
+          const float mr = rmax[row], inv = rinv[row];
+          const int br = (m * 16 + hf * 8) / PER;
+#pragma unroll
+          for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float v = acc[m][n][hf * 2 + e];
+              const float pr = v != neg_inf ? __fmul_rn(expf(v - mr), inv) : 0.0f;
+              part[br * BC + (n * 8) / PER] += pr;
+            }
+        }
+      const float sum = warp_sum_scatter<NB>(part, lane);
+      const int slot = lane >> (NB == 32 ? 0 : (NB == 8 ? 2 : 4));
+      if ((lane & ((32 / NB) - 1)) == 0) {
+        const int64_t I = (r0 / PER) + slot / BC, J = (c0 / PER) + slot % BC;
+        if (I < p.nb && J < p.nb) p.scores[(bh * p.nb + I) * p.nb + J] = sum;
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.0f;
   }
+  cp_async_wait<0>();
 }
 
 template <typename T, int PER>
-psa_status launch_scores_tc(const ScoreParams& p, int64_t batch, cudaStream_t stream) {
-  const size_t smem = static_cast<size_t>(tc_layout(p.bs, PER, p.d).bytes);
-  PSA_CUDA_TRY(cudaFuncSetAttribute(causal_psa_scores_tc_kernel<T, PER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem)),
-               "causal_psa_scores_tc_kernel: cudaFuncSetAttribute");
-  const dim3 grid(static_cast<unsigned>(p.nb), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(batch));
-  causal_psa_scores_tc_kernel<T, PER><<<grid, kTcThreads, smem, stream>>>(p);
-  return launch_status("causal_psa_scores_tc_kernel");
+psa_status launch_scores_gemm(const ScoreParams& p, cudaStream_t stream) {
+  PSA_CUDA_TRY(cudaFuncSetAttribute(causal_psa_scores_gemm_kernel<T, PER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(kGemmSmem)),
+               "causal_psa_scores_gemm_kernel: cudaFuncSetAttribute");
+  const int64_t n_rt = (p.nb * PER + kGemmTile - 1) / kGemmTile;
+  const int64_t ctas = n_rt * p.heads_q * p.batch;
+  PSA_RETURN_IF(ctas > INT32_MAX, PSA_ERR_UNSUPPORTED, "psa_causal importance: grid of %lld CTAs too large",
+                static_cast<long long>(ctas));
+  causal_psa_scores_gemm_kernel<T, PER><<<static_cast<unsigned>(ctas), kGemmThreads, kGemmSmem, stream>>>(p);
+  return launch_status("causal_psa_scores_gemm_kernel");
 }
 
 template <typename T>
-psa_status launch_scores_tc_per(const ScoreParams& p, int64_t batch, cudaStream_t stream) {
+psa_status launch_scores_gemm_per(const ScoreParams& p, cudaStream_t stream) {
   switch (p.per) {
-    case 8: return launch_scores_tc<T, 8>(p, batch, stream);
-    case 16: return launch_scores_tc<T, 16>(p, batch, stream);
-    default: return launch_scores_tc<T, 32>(p, batch, stream);
+    case 8: return launch_scores_gemm<T, 8>(p, stream);
+    case 16: return launch_scores_gemm<T, 16>(p, stream);
+    default: return launch_scores_gemm<T, 32>(p, stream);
   }
 }
 
@@ -339,8 +424,8 @@ int score_threads(int64_t per) {
 
 template <typename T>
 psa_status launch_scores(const ScoreParams& p, int64_t batch, cudaStream_t stream) {
-  if (tc_supported(p.per, p.d) && static_cast<int64_t>(smem_optin_limit()) >= tc_layout(p.bs, p.per, p.d).bytes)
-    return launch_scores_tc_per<T>(p, batch, stream);
+  if (gemm_supported(p.per, p.d) && static_cast<size_t>(smem_optin_limit()) >= kGemmSmem)
+    return launch_scores_gemm_per<T>(p, stream);
   const size_t smem = score_smem_bytes(p.per, p.stride, p.d);
   PSA_CUDA_TRY(cudaFuncSetAttribute(causal_psa_scores_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)),
@@ -350,9 +435,10 @@ psa_status launch_scores(const ScoreParams& p, int64_t batch, cudaStream_t strea
   return launch_status("causal_psa_scores_kernel");
 }
 
-// Level kernel: one CTA per (row I, head, batch). Rank of candidate j < n = I + 1: the
-// candidates before it under (score_before, then lower index). Energybound: thread 0 sums in
-// rank order in double, as causal_psa_slot_levels.
+// Level kernel: one CTA per (row I, head, batch). The n = I + 1 candidates in stable descending
+// order (score_before, then lower index) by a bitonic sort of (score, index) pairs over the
+// first power of two >= n; energybound: thread 0 sums in rank order in double, as
+// causal_psa_slot_levels.
 struct LevelParams {
   const float* scores;
   const int8_t* cap;
@@ -362,29 +448,28 @@ struct LevelParams {
   int8_t* levels;
 };
 
+// Shared bytes of the level kernel for rows of up to nb candidates: scores and indices in rank
+// order (sort_length(nb) entries each) and one slot level per rank.
+size_t level_smem_bytes(int64_t nb) { return static_cast<size_t>(sort_length(nb)) * 8 + static_cast<size_t>(nb); }
+
 __global__ void __launch_bounds__(kMaxThreads) causal_psa_level_kernel(LevelParams p) {
   extern __shared__ float lsm[];
-  const int64_t nb = p.nb;
-  float* sorted = lsm;                                            // [nb] scores in rank order
-  int32_t* order = reinterpret_cast<int32_t*>(sorted + nb);       // [nb] key block per rank
-  int8_t* by_rank = reinterpret_cast<int8_t*>(order + nb);        // [nb] slot level per rank
+  const int64_t nb = p.nb, np = sort_length(nb);
+  float* sorted = lsm;                                            // [np] scores in rank order
+  int32_t* order = reinterpret_cast<int32_t*>(sorted + np);       // [np] key block per rank
+  int8_t* by_rank = reinterpret_cast<int8_t*>(order + np);        // [nb] slot level per rank
   const int64_t I = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = b * p.heads_q + h;
   const int64_t bkv = b * (p.heads_q / p.group) + h / p.group;
   const float* s = p.scores + (bh * nb + I) * nb;
   const int8_t* cap = p.cap + bkv * nb;
   int8_t* out = p.levels + (bh * nb + I) * nb;
-  const int64_t n = I + 1;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-    const float sj = s[j];
-    int64_t rank = 0;
-    for (int64_t u = 0; u < n; ++u) {
-      const float su = s[u];
-      if (score_before(su, sj) || (u < j && !score_before(sj, su))) ++rank;
-    }
-    sorted[rank] = sj;
-    order[rank] = static_cast<int32_t>(j);
+  const int64_t n = I + 1, m = sort_length(n);
+  for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {  // pads: NaN, index past every block
+    sorted[j] = j < n ? s[j] : __int_as_float(0x7fc00000);
+    order[j] = j < n ? static_cast<int32_t>(j) : INT32_MAX;
   }
+  sort_pairs_desc(sorted, order, m);
   __syncthreads();
   if (p.energy) {
     if (threadIdx.x == 0) {
@@ -415,10 +500,13 @@ __global__ void __launch_bounds__(kMaxThreads) causal_psa_level_kernel(LevelPara
 int64_t causal_psa_max_blocks(int64_t block, int64_t stride, int64_t head_dim) {
   const int limit = smem_optin_limit();
   if (limit <= 0 || stride <= 0 || block % stride != 0) return 0;
-  // The score kernel's shared memory does not grow with nb; the level kernel's does
-  // (9 bytes per block).
+  // The score kernel's shared memory does not grow with nb; the level kernel's does: the
+  // largest power of two P with level_smem_bytes(P) <= limit (any nb <= P fits, P + 1 doubles
+  // the sort buffer).
   if (score_smem_bytes(block / stride, stride, head_dim) > static_cast<size_t>(limit)) return 0;
-  return static_cast<int64_t>(limit) / 9;
+  int64_t pw = 1;
+  while (level_smem_bytes(2 * pw) <= static_cast<size_t>(limit)) pw *= 2;
+  return pw;
 }
 
 psa_status causal_psa_scores_cuda(const CausalPsaScoreArgs& a, cudaStream_t stream) {
@@ -441,6 +529,7 @@ psa_status causal_psa_scores_cuda(const CausalPsaScoreArgs& a, cudaStream_t stre
   ScoreParams p{};
   p.q = a.q;
   p.k = a.k;
+  p.batch = a.dims.batch;
   p.heads_q = a.dims.heads_q;
   p.group = a.dims.heads_q / a.dims.heads_kv;
   p.len = a.dims.len_q;
@@ -462,7 +551,7 @@ psa_status causal_psa_levels_cuda(const CausalPsaLevelArgs& a, cudaStream_t stre
                 "psa_causal mask: heads %lld/%lld", static_cast<long long>(a.dims.heads_q),
                 static_cast<long long>(a.dims.heads_kv));
   if (a.dims.batch == 0 || a.dims.heads_q == 0 || a.dims.nk == 0) return PSA_OK;
-  const size_t smem = static_cast<size_t>(a.dims.nk) * 9;
+  const size_t smem = level_smem_bytes(a.dims.nk);
   PSA_RETURN_IF(smem > static_cast<size_t>(smem_optin_limit()), PSA_ERR_UNSUPPORTED,
                 "psa_causal mask: %lld blocks per row do not fit in shared memory",
                 static_cast<long long>(a.dims.nk));

@@ -1,6 +1,7 @@
-// cuda/methods/row_sort.cuh -- mask stage (rf_v2, ada_bsa), kernel layer: one CTA sorts a row
-// of fp32 scores in shared memory into the CPU builders' order (larger first, NaN after every
-// number). Device code only; sorts values, not indices.
+// cuda/methods/row_sort.cuh -- mask stage (rf_v2, ada_bsa, psa_causal), kernel layer: one CTA
+// sorts a row of fp32 scores in shared memory into the CPU builders' order (larger first, NaN
+// after every number): values alone, or (value, index) pairs with ties by lower index.
+// Device code only.
 #pragma once
 #include <cstdint>
 
@@ -38,6 +39,34 @@ __device__ __forceinline__ void sort_scores_desc(float* key, int64_t np) {
           if (up ? score_before(b, a) : score_before(a, b)) {
             key[t] = b;
             key[l] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Bitonic sort of the pairs (key[t], idx[t]), t < np (np a power of two; pad with NaN and
+// INT32_MAX), into score_before order with ties by lower index first: a total order, so the
+// result is the unique stable descending order of the real pairs (the rank-by-counting order of
+// the CPU builders). Every thread of the CTA must call it; it synchronises before and after.
+__device__ __forceinline__ void sort_pairs_desc(float* key, int32_t* idx, int64_t np) {
+  __syncthreads();
+  for (int64_t k = 2; k <= np; k <<= 1) {
+    for (int64_t j = k >> 1; j > 0; j >>= 1) {
+      for (int64_t t = threadIdx.x; t < np; t += blockDim.x) {
+        const int64_t l = t ^ j;
+        if (l > t) {
+          const float a = key[t], b = key[l];
+          const int32_t ai = idx[t], bi = idx[l];
+          const bool b_first = score_before(b, a) || (!score_before(a, b) && bi < ai);
+          const bool up = (t & k) == 0;
+          if (up == b_first) {
+            key[t] = b;
+            key[l] = a;
+            idx[t] = bi;
+            idx[l] = ai;
           }
         }
       }

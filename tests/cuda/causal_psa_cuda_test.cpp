@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/methods/causal_psa_cuda.h"
@@ -207,8 +208,10 @@ TEST(CudaCausalPsa, ForwardMatchesCpuBackend) {
 TEST(CudaCausalPsa, DISABLED_PrefillStageTimings) {
   PSA_REQUIRE_GPU();
   const int64_t H = 28, Hk = 4, D = 128;
-  const char* presets[] = {"psa_balanced", "psa_topk"};
-  const char* names[] = {"rearrange", "pool", "importance", "mask", "attention", "inverse", "total"};
+  // "dense" = the same attention kernel over every causal key (method dense, causal = 1): the
+  // reference point of the sparse attention stage.
+  const char* presets[] = {"psa_balanced", "psa_topk", "dense"};
+  const char* names[] = {"rearrange", "pool", "importance", "mask", "attention", "inverse", "total", "forward"};
   for (const int64_t L : {int64_t{32768}, int64_t{131072}}) {
     const auto q = test::make_video_like(H, L, D, PSA_DTYPE_BF16, 5);
     const auto k = test::make_video_like(Hk, L, D, PSA_DTYPE_BF16, 6);
@@ -216,7 +219,13 @@ TEST(CudaCausalPsa, DISABLED_PrefillStageTimings) {
     DevBuf<uint16_t> dq(q.bits), dk(k.bits), dv(v.bits), dout(q.bits.size());
     for (const char* preset : presets) {
       psa_config* cfg = nullptr;
-      PSA_OK_MSG(psa_config_load_embedded("Qwen2.5-VL-7B", preset, &cfg));
+      if (std::string(preset) == "dense") {
+        PSA_OK_MSG(psa_config_create(&cfg));
+        PSA_OK_MSG(psa_config_set_int(cfg, PSA_PARAM_METHOD, PSA_METHOD_DENSE));
+        PSA_OK_MSG(psa_config_set_int(cfg, PSA_PARAM_CAUSAL, 1));
+      } else {
+        PSA_OK_MSG(psa_config_load_embedded("Qwen2.5-VL-7B", preset, &cfg));
+      }
       psa_context* ctx = nullptr;
       PSA_OK_MSG(psa_context_create(cfg, PSA_BACKEND_CUDA, -1, &ctx));
       psa_tensor_desc qd, kd;
@@ -226,11 +235,20 @@ TEST(CudaCausalPsa, DISABLED_PrefillStageTimings) {
       PSA_OK_MSG(psa_workspace_size(ctx, &qd, &kd, &kd, &qd, &bytes));
       DevBuf<unsigned char> ws(bytes);
       PSA_OK_MSG(psa_context_set_stage_timing(ctx, 1));
-      std::vector<std::vector<double>> ms(7);
+      std::vector<std::vector<double>> ms(8);  // the stages, then the whole forward by events
       double density = 0.0;
+      cudaEvent_t e0, e1;
+      cudaEventCreate(&e0);
+      cudaEventCreate(&e1);
       for (int it = 0; it < 6; ++it) {
+        cudaEventRecord(e0, nullptr);
         PSA_OK_MSG(psa_attention_forward(ctx, &qd, dq.get(), &kd, dk.get(), &kd, dv.get(), &qd,
                                          dout.get(), nullptr, ws.get(), bytes, nullptr));
+        cudaEventRecord(e1, nullptr);
+        cudaEventSynchronize(e1);
+        float whole = 0.0f;
+        cudaEventElapsedTime(&whole, e0, e1);
+        if (it > 0) ms[7].push_back(whole);
         psa_stats st{};
         st.struct_size = sizeof(psa_stats);
         PSA_OK_MSG(psa_context_get_stats(ctx, &st));
@@ -238,8 +256,10 @@ TEST(CudaCausalPsa, DISABLED_PrefillStageTimings) {
         if (it > 0)
           for (int s = 0; s < 7; ++s) ms[static_cast<size_t>(s)].push_back(st.stage_ms[s]);
       }
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
       std::printf("[causal_psa] L %lld %s density %.4f:", static_cast<long long>(L), preset, density);
-      for (int s = 0; s < 7; ++s) {
+      for (int s = 0; s < 8; ++s) {
         auto& x = ms[static_cast<size_t>(s)];
         std::sort(x.begin(), x.end());
         std::printf(" %s %.2f", names[s], x[x.size() / 2]);

@@ -227,6 +227,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
         }
         if (u_ring >= S) mbar_wait(bar_ek(s), use_parity);
         bool all = true;
+        int32_t last = -1;  // last key position any token of the tile covers (causal fast path)
 #pragma unroll
         for (int u = 0; u < KT / 32; ++u) {
           const int rr = u * 32 + lane;
@@ -240,6 +241,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
           if (w < ntok[li]) tok = p.dense ? w : static_cast<int64_t>(blk) * P + (rr & (P - 1));
           const bool valid = tok >= 0 && (li > 0 || tok < p.len_k);
           all = all && valid;
+          if (valid) last = max(last, static_cast<int32_t>(((tok + 1) << li) - 1));
           sTok[s * KT + rr] = valid ? static_cast<int32_t>(tok) : -1;
         }
         // Rows past the stream's end get zeros (never NaN garbage into the products); then one
@@ -267,7 +269,11 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
         };
         zero_tail(dk);
         all = __all_sync(0xffffffffu, all) != 0;
-        if (lane == 0) sFlag[s * 4] = sFlag[s * 4 + 1] = sFlag[s * 4 + 2] = sFlag[s * 4 + 3] = all;
+        last = __reduce_max_sync(0xffffffffu, last);
+        if (lane == 0) {
+          sFlag[s * 4] = all;
+          sFlag[s * 4 + 1] = last;
+        }
         __syncwarp();
         const uint32_t bytes = static_cast<uint32_t>(loaded) * D * 2;
         if (lane == 0)
@@ -334,9 +340,11 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     const int level = 1 << li;
     const float bias2 = level_log_bias(level) * kLog2e;
     const int32_t* tok = sTok + s * KT;
-    const bool full = (sFlag[s * 4] & sFlag[s * 4 + 1] & sFlag[s * 4 + 2] & sFlag[s * 4 + 3]) != 0;
+    const bool full = sFlag[s * 4] != 0;
     float mx[2] = {neg_inf(), neg_inf()};
-    if (!p.causal) {
+    // Causal: a tile whose every token is valid and whose last covered key is visible to this
+    // warp's first row (hence to all 16 of its rows) needs no per-element test.
+    if (!p.causal || (full && static_cast<int64_t>(sFlag[s * 4 + 1]) <= x0 + wrow + offset)) {
 #pragma unroll
       for (int n = 0; n < KT / 8; ++n) {
 #pragma unroll
