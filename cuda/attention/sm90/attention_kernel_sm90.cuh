@@ -4,7 +4,8 @@
 // attention_kernel_sm80.cuh with the same meaning (attention_spec.h) and the same parameter
 // block. Persistent: one CTA per SM walks the query blocks ("rows": 128 query rows of one
 // (batch, head) and their work list) r = blockIdx.x, blockIdx.x + gridDim.x, ...; at any time
-// the CTAs work on neighbouring rows, so they share K/V in L2 as a (Mq, Hq, B) grid did.
+// the CTAs work on neighbouring rows, so they share K/V in L2 as a (Mq, Hq, B) grid did (with
+// dense causal attention the walk goes longest rows first across heads: see decode).
 //   warpgroup 0 (producer, one working warp; a second when Q is read in place through q_rows:
 //     warp 1 then loads Q as one box per row and panel): per row, plans the row's tile stream,
 //     loads its Q into one of two Q slots and its K/V tiles of 128 packed tokens into a ring of
@@ -116,11 +117,20 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   const int wg = tid / 128;
   const int64_t n_rows = p.mq * p.heads_q * sp.batch;
   const int64_t offset = p.len_k - p.len_q;
-  // Row r = ((b * Hq + h) * Mq + i): query block i of head h, batch b.
-  auto decode = [&](int64_t r, int64_t& i, int64_t& h, int64_t& b) {
-    i = r % p.mq;
-    h = (r / p.mq) % p.heads_q;
-    b = r / (p.mq * p.heads_q);
+  // Row = ((b * Hq + h) * Mq + i): query block i of head h, batch b (the work list's row).
+  // The r-th row walked is that row itself, except for dense causal attention, where row i has
+  // i + 1 tiles: then the walk takes the longest rows first across all (batch, head) pairs, so
+  // the CTAs' round-robin shares end within a few tiles of each other (8% apart at Mq = 256 in
+  // row order); every head streams the same key prefix, so the GQA group's heads still share
+  // K/V in L2. (Sparse causal rows keep row order: their heads pick different blocks, and the
+  // longest-first walk measured 7% slower at 128k tokens, PERF_NOTES.md.)
+  const int64_t n_bh = p.heads_q * sp.batch;
+  const bool longest_first = p.causal && p.dense;
+  auto decode = [&](int64_t r, int64_t& row, int64_t& i, int64_t& h, int64_t& b) {
+    row = longest_first ? (r % n_bh) * p.mq + (p.mq - 1 - r / n_bh) : r;
+    i = row % p.mq;
+    h = (row / p.mq) % p.heads_q;
+    b = row / (p.mq * p.heads_q);
   };
 
   if (tid == 0) {
@@ -157,8 +167,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       // past len_q keep their own index, out of bounds, so TMA fills them with zeros.
       int n = 0;
       for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x, ++n) {
-        int64_t i, h, b;
-        decode(r, i, h, b);
+        int64_t row, i, h, b;
+        decode(r, row, i, h, b);
         const int q = n & 1;
         int src[BM / 32];
 #pragma unroll
@@ -182,15 +192,15 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     int32_t T0 = 0;  // ring position of the row's first tile
     int n = 0;       // rows done by this CTA
     for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x, ++n) {
-      int64_t i, h, b;
-      decode(r, i, h, b);
+      int64_t row, i, h, b;
+      decode(r, row, i, h, b);
       const int64_t hk = h / p.group;
       const int64_t x0 = i * BM;
       const int q = n & 1;
       RowPlan* plan = plan_of(q);
       if (n >= 2) mbar_wait(bar_qe(q), ((n >> 1) - 1) & 1);
       if (lane == 0) {
-        plan_row_stream(p, r, x0, BM, KT, plan);
+        plan_row_stream(p, row, x0, BM, KT, plan);
         if (p.q_rows != nullptr) {
           mbar_arrive(bar_qf(q));  // releases the plan; warp 1 loads Q
         } else {
@@ -204,7 +214,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       const int32_t* ntok = plan->ntok;
       const int32_t* woff = plan->woff;
       const int32_t total = plan->total;
-      const int32_t* wl = p.dense ? nullptr : p.wl_blocks + r * p.nk;
+      const int32_t* wl = p.dense ? nullptr : p.wl_blocks + row * p.nk;
       for (int32_t t = 0; t < total; ++t) {
         const int32_t u_ring = T0 + t;
         const int s = u_ring % S;
@@ -250,8 +260,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
         T* dv = sV + s * KT * D;
         auto zero_tail = [&](T* dst) {
           for (int c = loaded * NC + lane; c < KT * NC; c += 32) {
-            const int row = c / NC, cc = c % NC;
-            *reinterpret_cast<uint4*>(dst + tile_off<KT>(row, cc)) = make_uint4(0, 0, 0, 0);
+            const int kr = c / NC, cc = c % NC;
+            *reinterpret_cast<uint4*>(dst + tile_off<KT>(kr, cc)) = make_uint4(0, 0, 0, 0);
           }
           fence_proxy_async();
         };
@@ -409,8 +419,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   int32_t T0 = 0;  // ring position of the row's first tile (same sequence as the producer's)
   int n = 0;
   for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x, ++n) {
-    int64_t i, h, b;
-    decode(r, i, h, b);
+    int64_t row, i, h, b;
+    decode(r, row, i, h, b);
     const int64_t x0 = i * BM;
     const int q = n & 1;
     T* sQ = q_slot(q);
