@@ -19,6 +19,7 @@
 #include <vector>
 
 #define PSA_EXPERIMENTAL_API
+#include "cli/standard_shapes.h"
 #include "psa.h"
 
 #define CK(x)                                                                                  \
@@ -42,18 +43,8 @@
 
 namespace {
 
-struct Shape {
-  const char* key;
-  const char* model;  // embedded preset model
-  int64_t heads, d, t, h, w, text;
-  psa_text_position text_pos;
-};
-
-const Shape kShapes[] = {
-    {"cogvideox", "CogVideo_5b", 48, 64, 13, 30, 45, 226, PSA_TEXT_FIRST},
-    {"wan13", "Wan2.1_1.3b", 12, 128, 21, 30, 52, 0, PSA_TEXT_NONE},
-    {"wan14", "Wan2.1_14b", 40, 128, 21, 45, 80, 0, PSA_TEXT_NONE},
-};
+using Shape = psa_cli::StandardShape;
+const auto& kShapes = psa_cli::kStandardShapes;
 
 __device__ __forceinline__ uint32_t hash32(uint32_t x) {
   x ^= x >> 16;
@@ -157,7 +148,7 @@ std::vector<Result> g_results;
 psa_context* make_ctx(psa_config* cfg, const Bufs& b) {
   psa_context* ctx = nullptr;
   PK(psa_context_create(cfg, PSA_BACKEND_CUDA, -1, &ctx));
-  PK(psa_context_set_video_grid(ctx, b.s->t, b.s->h, b.s->w, b.s->text, b.s->text_pos));
+  PK(psa_context_set_video_grid(ctx, b.s->t, b.s->h, b.s->w, b.s->text, b.s->position));
   PK(psa_context_set_step(ctx, 1000));  // past every warm-up
   return ctx;
 }
@@ -201,7 +192,7 @@ void run_config(const Opts& o, const Bufs& b, psa_context* ctx, Result& r, std::
   st.struct_size = sizeof(st);
   PK(psa_context_get_stats(ctx, &st));
   r.density = st.ran_dense ? 1.0 : st.density;
-  const double flops = 4.0 * b.s->heads * static_cast<double>(b.L) * b.L * b.s->d * r.density;
+  const double flops = 4.0 * b.s->heads * static_cast<double>(b.L) * b.L * b.s->head_dim * r.density;
   r.tflops = flops / (r.ms * 1e-3) / 1e12;
   CK(cudaDeviceSynchronize());
   r.err = b.dense_out && b.out != b.dense_out ? rel_l2(b.out, b.dense_out, static_cast<int64_t>(b.n)) : 0.0;
@@ -258,25 +249,11 @@ psa_config* topk_config(const char* model, double density, int64_t divisor) {
   return cfg;
 }
 
-// The reference implementation's default pyramid (see bench_shape), on the model's
-// rearrangement and text rule.
-psa_config* pyramid_config(const char* model) {
+// The pyramid configuration of BENCHMARKS.md (cli/standard_shapes.h; level1_density > 0: every
+// kept block at level 1 at that density).
+psa_config* pyramid_config(const char* model, double level1_density) {
   psa_config* cfg = nullptr;
-  PK(psa_config_load_embedded(model, "psa_balanced", &cfg));
-  PK(psa_config_set_int(cfg, PSA_PARAM_MASK_MODE, PSA_MASK_MODE_TOPK));
-  PK(psa_config_set_int(cfg, PSA_PARAM_BLOCK_M, 128));
-  PK(psa_config_set_int(cfg, PSA_PARAM_BLOCK_N, 64));
-  PK(psa_config_set_int(cfg, PSA_PARAM_TILE_N, 32));
-  PK(psa_config_set_int(cfg, PSA_PARAM_MASK_FORMAT, PSA_MASK_FORMAT_SEGMENTS));
-  PK(psa_config_set_int(cfg, PSA_PARAM_USE_SIM_MASK, 0));
-  PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L1, 0.10));
-  PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L2, 0.15));
-  PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L4, 0.15));
-  PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L8, 0.35));
-  PK(psa_config_set_double(cfg, PSA_PARAM_RATIO_L0, 1.0));
-  PK(psa_config_set_int(cfg, PSA_PARAM_SAMPLE_DIVISOR, 4));
-  PK(psa_config_set_int(cfg, PSA_PARAM_WARMUP_STEPS, 0));
-  PK(psa_config_validate(cfg));
+  PK(psa_cli::make_pyramid_config(model, level1_density, &cfg));
   return cfg;
 }
 
@@ -284,22 +261,22 @@ void bench_shape(const Opts& o, const Shape& s) {
   Bufs b;
   b.s = &s;
   b.L = s.t * s.h * s.w + s.text;
-  PK(psa_tensor_desc_init(&b.desc, PSA_LAYOUT_BSND, PSA_DTYPE_BF16, 1, s.heads, b.L, s.d));
-  b.n = static_cast<size_t>(b.L * s.heads * s.d);
+  PK(psa_tensor_desc_init(&b.desc, PSA_LAYOUT_BSND, PSA_DTYPE_BF16, 1, s.heads, b.L, s.head_dim));
+  b.n = static_cast<size_t>(b.L * s.heads * s.head_dim);
   CK(cudaMalloc(&b.q, b.n * 2));
   CK(cudaMalloc(&b.k, b.n * 2));
   CK(cudaMalloc(&b.v, b.n * 2));
   CK(cudaMalloc(&b.out, b.n * 2));
   CK(cudaMalloc(&b.dense_out, b.n * 2));
-  const int tf = s.text_pos == PSA_TEXT_FIRST;
-  fill_video<<<2048, 256>>>(static_cast<__nv_bfloat16*>(b.q), b.L, s.heads, s.d, s.text, tf, s.h, s.w, 11, 0);
-  fill_video<<<2048, 256>>>(static_cast<__nv_bfloat16*>(b.k), b.L, s.heads, s.d, s.text, tf, s.h, s.w, 22, 0);
-  fill_video<<<2048, 256>>>(static_cast<__nv_bfloat16*>(b.v), b.L, s.heads, s.d, s.text, tf, s.h, s.w, 33, 0);
+  const int tf = s.position == PSA_TEXT_FIRST;
+  fill_video<<<2048, 256>>>(static_cast<__nv_bfloat16*>(b.q), b.L, s.heads, s.head_dim, s.text, tf, s.h, s.w, 11, 0);
+  fill_video<<<2048, 256>>>(static_cast<__nv_bfloat16*>(b.k), b.L, s.heads, s.head_dim, s.text, tf, s.h, s.w, 22, 0);
+  fill_video<<<2048, 256>>>(static_cast<__nv_bfloat16*>(b.v), b.L, s.heads, s.head_dim, s.text, tf, s.h, s.w, 33, 0);
   CK(cudaGetLastError());
   CK(cudaMemset(b.out, 0xff, b.n * 2));  // NaN poison
   CK(cudaDeviceSynchronize());
   std::fprintf(stderr, "== %s: 1 x %lld heads x %lld tokens x d%lld bf16\n", s.key, (long long)s.heads,
-               (long long)b.L, (long long)s.d);
+               (long long)b.L, (long long)s.head_dim);
 
   // Dense kernel (preset type dense), output kept as the error reference.
   {
@@ -364,7 +341,7 @@ void bench_shape(const Opts& o, const Shape& s) {
   // block at level 1 at the density that configuration measured: the two attention stages do
   // the same work, so their ratio is the cost of pooled tiles.
   {
-    psa_config* cfg = pyramid_config(s.model);
+    psa_config* cfg = pyramid_config(s.model, 0.0);
     psa_context* ctx = make_ctx(cfg, b);
     Result r;
     r.shape = s.key;
@@ -375,13 +352,7 @@ void bench_shape(const Opts& o, const Shape& s) {
     g_results.push_back(r);
     psa_context_destroy(ctx);
     psa_config_destroy(cfg);
-    psa_config* cfg1 = topk_config(s.model, r.density, 4);
-    PK(psa_config_set_int(cfg1, PSA_PARAM_BLOCK_M, 128));
-    PK(psa_config_set_int(cfg1, PSA_PARAM_BLOCK_N, 64));
-    PK(psa_config_set_int(cfg1, PSA_PARAM_TILE_N, 32));
-    PK(psa_config_set_int(cfg1, PSA_PARAM_MASK_FORMAT, PSA_MASK_FORMAT_SEGMENTS));
-    PK(psa_config_set_int(cfg1, PSA_PARAM_USE_SIM_MASK, 0));
-    PK(psa_config_validate(cfg1));
+    psa_config* cfg1 = pyramid_config(s.model, r.density);
     ctx = make_ctx(cfg1, b);
     Result r1;
     r1.shape = s.key;

@@ -24,25 +24,14 @@
 #include "json.h"
 #include "options.h"
 #include "preset_info.h"
+#include "standard_shapes.h"
 #include "synthetic.h"
 
 namespace psa_cli {
 namespace {
 
-struct BenchShape {
-  const char* key;
-  const char* label;
-  const char* model;  // embedded catalog model
-  int64_t heads, head_dim, t, h, w, text;
-  psa_text_position position;
-};
-
-// BENCHMARKS.md, "Shapes" (the same table as benchmarks/psa_bench.cu).
-const BenchShape kShapes[] = {
-    {"cogvideox", "CogVideoX-5B", "CogVideo_5b", 48, 64, 13, 30, 45, 226, PSA_TEXT_FIRST},
-    {"wan13", "Wan2.1-1.3B 480p", "Wan2.1_1.3b", 12, 128, 21, 30, 52, 0, PSA_TEXT_NONE},
-    {"wan14", "Wan2.1-14B 720p", "Wan2.1_14b", 40, 128, 21, 45, 80, 0, PSA_TEXT_NONE},
-};
+using BenchShape = StandardShape;
+const auto& kShapes = kStandardShapes;
 
 struct CatalogDeleter {
   void operator()(psa_catalog* c) const { psa_catalog_destroy(c); }
@@ -162,24 +151,8 @@ Row time_config(const BenchShape& s, const std::string& name, psa_config* cfg,
 // density (the attention work of the pyramid row, at full resolution).
 std::unique_ptr<psa_config, ConfigDeleter> pyramid_config(const char* model, double level1_density) {
   psa_config* raw = nullptr;
-  check(psa_config_load_embedded(model, "psa_balanced", &raw));
-  std::unique_ptr<psa_config, ConfigDeleter> cfg(raw);
-  const double l1 = level1_density > 0.0 ? level1_density : 0.10;
-  const double ends[4] = {l1, level1_density > 0.0 ? l1 : 0.15, level1_density > 0.0 ? l1 : 0.15,
-                          level1_density > 0.0 ? l1 : 0.35};
-  const psa_param ratio[4] = {PSA_PARAM_RATIO_L1, PSA_PARAM_RATIO_L2, PSA_PARAM_RATIO_L4, PSA_PARAM_RATIO_L8};
-  check(psa_config_set_int(cfg.get(), PSA_PARAM_MASK_MODE, PSA_MASK_MODE_TOPK));
-  check(psa_config_set_int(cfg.get(), PSA_PARAM_BLOCK_M, 128));
-  check(psa_config_set_int(cfg.get(), PSA_PARAM_BLOCK_N, 64));
-  check(psa_config_set_int(cfg.get(), PSA_PARAM_TILE_N, 32));
-  check(psa_config_set_int(cfg.get(), PSA_PARAM_MASK_FORMAT, PSA_MASK_FORMAT_SEGMENTS));
-  check(psa_config_set_int(cfg.get(), PSA_PARAM_USE_SIM_MASK, 0));
-  for (int i = 0; i < 4; ++i) check(psa_config_set_double(cfg.get(), ratio[i], ends[i]));
-  check(psa_config_set_double(cfg.get(), PSA_PARAM_RATIO_L0, 1.0));
-  check(psa_config_set_int(cfg.get(), PSA_PARAM_SAMPLE_DIVISOR, 4));
-  check(psa_config_set_int(cfg.get(), PSA_PARAM_WARMUP_STEPS, 0));
-  check(psa_config_validate(cfg.get()));
-  return cfg;
+  check(make_pyramid_config(model, level1_density, &raw));
+  return std::unique_ptr<psa_config, ConfigDeleter>(raw);
 }
 
 double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {

@@ -7,6 +7,7 @@
 #include "cuda/core/device.cuh"
 #include "cuda/methods/methods_cuda.h"
 #include "cuda/methods/row_sort.cuh"
+#include "cuda/methods/strided_tile.cuh"
 #include "methods/ada_bsa_spec.h"
 
 namespace psa {
@@ -31,22 +32,6 @@ struct AdaParams {
   int causal, keep_sink, keep_recent;
   int8_t* levels;
 };
-
-// Tokens [first, first + 128) of one head as 16 strided groups of 8 fp32 rows (group g at
-// tile + g * gstride, row j at + j * d); rows past len are zero (spec 3.8 PROPOSAL).
-template <typename T>
-__device__ __forceinline__ void load_tile(float* tile, const T* x, int64_t first, int64_t len, int64_t d,
-                                          int64_t gstride) {
-  const int64_t per_row = d / 8;
-  for (int64_t c = threadIdx.x; c < kAdaBlock * per_row; c += blockDim.x) {
-    const int64_t t = c / per_row, e0 = (c % per_row) * 8;
-    float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (first + t < len) unpack8<T>(*reinterpret_cast<const uint4*>(x + (first + t) * d + e0), f);
-    float* dst = tile + (t / kAdaStride) * gstride + (t % kAdaStride) * d + e0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) dst[i] = f[i];
-  }
-}
 
 // One CTA per (query block I, head, batch); thread (rr, cc) owns strided query row 16 I + rr
 // and, for the key block J in hand, strided key group 16 J + cc. Pass 0 walks the visible key
@@ -77,7 +62,7 @@ __global__ void __launch_bounds__(kAdaThreads) ada_bsa_levels_kernel(AdaParams p
   const int64_t r = I * kG + rr;
   const float neg_inf = __int_as_float(0xff800000);
 
-  load_tile<T>(qt, q, I * kAdaBlock, p.len, p.d, p.gstride);
+  load_strided_tile<T>(qt, q, I * kAdaBlock, kAdaBlock, kAdaStride, p.len, p.d, p.gstride);  // zero past len: spec 3.8
   for (int64_t j = tid; j < p.nb; j += blockDim.x) sb[j] = 0.0f;
   if (tid < kG) {
     rmax[tid] = neg_inf;
@@ -89,7 +74,7 @@ __global__ void __launch_bounds__(kAdaThreads) ada_bsa_levels_kernel(AdaParams p
   for (int pass = 0; pass < 2; ++pass) {
     for (int64_t J = 0; J <= last; ++J) {
       __syncthreads();  // kt and lg are free again
-      load_tile<T>(kt, k, J * kAdaBlock, p.len, p.d, p.gstride);
+      load_strided_tile<T>(kt, k, J * kAdaBlock, kAdaBlock, kAdaStride, p.len, p.d, p.gstride);
       __syncthreads();
       const int64_t c = J * kG + cc;
       const bool valid = r < p.groups && c < p.groups && ada_bsa_group_visible(r, c, causal);

@@ -7,6 +7,7 @@
 #include "cuda/core/device.cuh"
 #include "cuda/methods/causal_psa_cuda.h"
 #include "cuda/methods/row_sort.cuh"
+#include "cuda/methods/strided_tile.cuh"
 #include "methods/causal_psa_spec.h"
 
 namespace psa {
@@ -23,21 +24,6 @@ struct ScoreParams {
   float s;          // scale / stride
   float* scores;
 };
-
-// Tokens [first, first + bs) of one head as `per` strided groups of `stride` fp32 rows;
-// rows past len are zero.
-template <typename T>
-__device__ __forceinline__ void load_tile(float* tile, const T* x, int64_t first, const ScoreParams& p) {
-  const int64_t per_row = p.d / 8;
-  for (int64_t c = threadIdx.x; c < p.bs * per_row; c += blockDim.x) {
-    const int64_t t = c / per_row, e0 = (c % per_row) * 8;
-    float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (first + t < p.len) unpack8<T>(*reinterpret_cast<const uint4*>(x + (first + t) * p.d + e0), f);
-    float* dst = tile + (t / p.stride) * p.gstride + (t % p.stride) * p.d + e0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) dst[i] = f[i];
-  }
-}
 
 // causal_psa_group_dot on tiles (block-local groups), in the CPU's order without contraction.
 __device__ __forceinline__ float tile_dot(const float* qg, const float* kg, int64_t stride, int64_t d) {
@@ -91,7 +77,7 @@ __global__ void __launch_bounds__(kMaxThreads) causal_psa_scores_kernel(ScorePar
   const int tid = threadIdx.x;
   const float neg_inf = __int_as_float(0xff800000);
 
-  load_tile<T>(qt, q, I * p.bs, p);
+  load_strided_tile<T>(qt, q, I * p.bs, p.bs, p.stride, p.len, p.d, p.gstride);
   for (int64_t j = I + 1 + tid; j < p.nb; j += blockDim.x) out[j] = 0.0f;
   for (int64_t x = tid; x < per; x += blockDim.x) {
     rmax[x] = neg_inf;
@@ -100,7 +86,7 @@ __global__ void __launch_bounds__(kMaxThreads) causal_psa_scores_kernel(ScorePar
   for (int pass = 0; pass < 2; ++pass) {
     for (int64_t J = 0; J <= I; ++J) {
       __syncthreads();
-      load_tile<T>(kt, k, J * p.bs, p);
+      load_strided_tile<T>(kt, k, J * p.bs, p.bs, p.stride, p.len, p.d, p.gstride);
       __syncthreads();
       for (int64_t x = tid; x < ents; x += blockDim.x) {
         const int64_t rr = x / per, cc = x % per, r = I * per + rr, c = J * per + cc;
