@@ -44,14 +44,21 @@ __device__ __forceinline__ bool block_is_top(const float* a, const float* m, int
 }
 
 // Tie masses of up to kTie blocks j[0..n) of one row (n >= 1; entries past n repeat j[0] and are
-// not written), summed by the whole warp in importance_spec.h order: lane l adds the weights of
-// rows l, l + 32, ... (ascending, from 0.0f), then the xor butterfly. The blocks' loads and double
-// exps are independent, so kTie blocks cost about the latency of one. a0 = scratch + r0 (column j
-// at a0 + j * 256), mr = the rows' maxima; lane (j & 31) writes tie_row[j].
+// not written), summed by the whole warp in importance_spec.h order: lane l adds the tie weights
+// of rows l, l + 32, ... (ascending, from 0.0f), then the xor butterfly, as a reduce-scatter: at
+// each of the first log2(kTie) steps (o = 16, 8, ..) a lane keeps half of its blocks (the upper
+// half where lane & o) and adds its partner's copy of them, so kTie blocks take kTie - 1 +
+// 5 - log2(kTie) shuffles instead of 5 kTie. Every partial is still w[l] + w[l ^ o] of the
+// butterfly (fp32 addition commutes), so the bits are those of importance_spec.h. The blocks'
+// loads and tie weights (fp32, on the FMA pipe) are independent. a0 = scratch + r0 (column j at
+// a0 + j * 256), mr = the rows' maxima; block u ends in lanes u << (5 - log2(kTie)) ..., the
+// first of which writes tie_row[j[u]] (the caller orders this after the row's zeros).
 template <int kTie>
 __device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float* a0, const float* mr, float* tie_row,
                                           const int (&j)[kTie], int n, int lane) {
+  static_assert(kTie == 1 || kTie == 2 || kTie == 4 || kTie == 8, "a power of two up to 8");
   constexpr int kRows = static_cast<int>(kScoreTileRows);
+  constexpr int kLg = kTie == 1 ? 0 : kTie == 2 ? 1 : kTie == 4 ? 2 : 3;
   float w[kTie];
 #pragma unroll
   for (int u = 0; u < kTie; ++u) w[u] = 0.0f;
@@ -62,15 +69,29 @@ __device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float*
 #pragma unroll
     for (int u = 0; u < kTie; ++u) d[u] = a0[static_cast<int64_t>(j[u]) * kRows + r];
 #pragma unroll
-    for (int u = 0; u < kTie; ++u) w[u] += sample_weight(__fsub_rn(d[u], m));
+    for (int u = 0; u < kTie; ++u) w[u] += tie_weight(__fsub_rn(d[u], m));
   }
 #pragma unroll
-  for (int o = kTieLanes / 2; o > 0; o >>= 1)
+  for (int s = 0; s < kLg; ++s) {
+    const int o = 16 >> s, half = kTie >> (s + 1);
+    const bool up = (lane & o) != 0;
 #pragma unroll
-    for (int u = 0; u < kTie; ++u) w[u] += __shfl_xor_sync(0xffffffffu, w[u], o);
+    for (int u = 0; u < half; ++u) {
+      const float send = up ? w[u] : w[u + half];
+      const float keep = up ? w[u + half] : w[u];
+      w[u] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
 #pragma unroll
-  for (int u = 0; u < kTie; ++u)
-    if (u < n && lane == (j[u] & 31)) tie_row[j[u]] = w[u];  // after this lane's 0
+  for (int o = 16 >> kLg; o > 0; o >>= 1) w[0] += __shfl_xor_sync(0xffffffffu, w[0], o);
+  const int u = lane >> (5 - kLg);
+  if ((lane & ((32 >> kLg) - 1)) == 0 && u < n) {
+    int ju = j[0];
+#pragma unroll
+    for (int v = 1; v < kTie; ++v)
+      if (v == u) ju = j[v];
+    tie_row[ju] = w[0];
+  }
 }
 
 // Given a complete scratch slot (a[r][j] at scratch[j * 256 + r]) and the row maxima s_m[r] of
@@ -97,7 +118,7 @@ template <int kBatch, int kTie>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
                                             int64_t bh, int64_t rt, int warp, int n_warps, int lane) {
   static_assert(kBatch == 1 || kBatch == 2, "one or two key blocks per lane at a time");
-  static_assert(kTie >= 1 && kTie <= 4, "one to four tied blocks summed at a time");
+  static_assert(kTie == 1 || kTie == 2 || kTie == 4 || kTie == 8, "1, 2, 4 or 8 tied blocks summed at a time");
   constexpr int kRows = static_cast<int>(kScoreTileRows);
   const int nqb = kRows >> p.q_shift;  // query blocks per tile
   const int nq_valid = static_cast<int>(min(static_cast<int64_t>(nqb), p.mq - rt * nqb));
@@ -125,11 +146,14 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (s > 0.0)
-      for (int64_t j = lane; j < p.nk; j += 32) row[j] = static_cast<float>(row[j] / s);  // this lane's own writes
-    if (p.ties != nullptr) {
-      float* tie_row = p.ties + (row - p.scores);
-      for (int64_t j = lane; j < p.nk; j += 32) tie_row[j] = 0.0f;  // this lane's blocks; ties below
+    float* tie_row = p.ties != nullptr ? p.ties + (row - p.scores) : nullptr;
+    if (s > 0.0 || tie_row != nullptr)
+      for (int64_t j = lane; j < p.nk; j += 32) {  // this lane's own writes; its tie masses 0 (ties below)
+        if (s > 0.0) row[j] = static_cast<float>(row[j] / s);
+        if (tie_row != nullptr) tie_row[j] = 0.0f;
+      }
+    if (tie_row != nullptr) {
+      __syncwarp();  // the zeros before any lane's tie mass (tie_batch writes from another lane)
       const int nk = static_cast<int>(p.nk);  // < 2^31: a scratch slot holds nk KB
       const int groups = (nk + 31) >> 5;
       const uint32_t lo = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(top));

@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "core/hd.h"
 
@@ -66,14 +67,51 @@ PSA_HD float sample_weight(float y) {
 // 3-10 blocks tie exactly (measured on 32x32 .. 64x64 latents and 4-frame clips, bn 32-128);
 // ranking them by key index favoured the earliest blocks of the sequence. Ties are ranked by
 // the tie mass instead, the summed weight of the block over the sampled rows of block i:
-//   T[i, j] = sum_r e[r, j]  when P[i, j] == 1,   T[i, j] = 0 otherwise,
+//   T[i, j] = sum_r tie_weight(a[r, j] - m[r])  when P[i, j] == 1,   T[i, j] = 0 otherwise,
 // i.e. how much sampled attention mass (each row relative to its own best logit) the block
 // draws -- a block that is the best of many rows and close for the rest ranks first. T is 0
 // below the top because only exact ties consult it and the top tie is the one that occurs:
-// a backend evaluates it for the few P == 1 blocks only (negligible cost). The sum has one
-// fixed order on every backend, that of a 32-lane butterfly: partial w[l] = sum over r = l,
-// l + 32, ... (ascending r, fp32); then for o = 16, 8, 4, 2, 1 every w[l] becomes
+// a backend evaluates it for the few P == 1 blocks only. tie_weight is exp in fp32 by a fixed
+// sequence of fp32 operations (below), not sample_weight's double exp: it is the same weight
+// to within 2 ulp, and a GPU evaluates it on the FMA pipe, where a double exp per sampled row of
+// every tied block cost 2-13% of the importance stage (PERF_NOTES.md, "Tie masses"). The sum
+// has one fixed order on every backend, that of a 32-lane butterfly: partial w[l] = sum over
+// r = l, l + 32, ... (ascending r, fp32); then for o = 16, 8, 4, 2, 1 every w[l] becomes
 // w[l] + w[l ^ o]; T = w[0]. 0 <= T <= count (finite).
+
+// e^y for a difference y = a - m <= 0, the same bits on every backend: only correctly rounded
+// fp32 operations, fused multiply-adds written as fmaf (never left to contraction):
+//   y NaN or y < -86 -> 0 (so no result is subnormal and flush-to-zero changes nothing),
+//   y > 0 -> 1 (cannot occur: m is the row maximum);
+//   n = rint(y * log2(e)) (the fp32 product, ties to even), in [-124, 0];
+//   f = fma(-n, ln2_lo, fma(-n, ln2_hi, y)), |f| <= 0.35 (Cody-Waite: ln2_hi has 15 significant bits);
+//   p = 1 + f(1 + f(1/2 + f(1/6 + f(1/24 + f(1/120 + f(1/720 + f/5040)))))) by Horner with fmaf
+//       (the Taylor polynomial of e^f of degree 7: truncation below 6e-9 relative);
+//   result p * 2^n (exact: 2^n and the product are normal).
+// Relative error against e^y: below 2e-7, about 1 ulp (tests/importance/importance_test.cpp).
+PSA_HD float tie_weight(float y) {
+  if (!(y >= -86.0f)) return 0.0f;
+  if (y > 0.0f) return 1.0f;
+  const float n = rintf(y * 1.44269504088896341f);
+  float f = fmaf(-n, 0.693145751953125f, y);
+  f = fmaf(-n, 1.428606765330187e-06f, f);
+  float p = 1.0f / 5040.0f;
+  p = fmaf(p, f, 1.0f / 720.0f);
+  p = fmaf(p, f, 1.0f / 120.0f);
+  p = fmaf(p, f, 1.0f / 24.0f);
+  p = fmaf(p, f, 1.0f / 6.0f);
+  p = fmaf(p, f, 0.5f);
+  p = fmaf(p, f, 1.0f);
+  p = fmaf(p, f, 1.0f);
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+#if defined(__CUDA_ARCH__)
+  const float two_n = __uint_as_float(bits);
+#else
+  float two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+#endif
+  return p * two_n;
+}
 
 constexpr int kTieLanes = 32;
 
@@ -96,7 +134,7 @@ struct TieMassSum {
   }
 };
 
-// T of one block from its `count` sampled weights e[r * stride] (r < count).
+// T of one block from its `count` tie weights e[r * stride] (r < count).
 PSA_HD float tie_mass(const float* e, int32_t count, int64_t stride) {
   TieMassSum t;
   for (int32_t r = 0; r < count; ++r) t.add(r, e[r * stride]);

@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/importance/importance_cuda.h"
@@ -418,6 +420,18 @@ TEST(CudaTieRank, DISABLED_TieMassCost) {
         sa.ties = with ? dt.get() : nullptr;
         imp[with] = median_ms([&] { gpu::block_scores_cuda(sa, nullptr); }, reps);
       }
+      // Temporary: the sm90 tie batch variants (PSA_TIE_BATCH_VARIANT 0..3).
+      for (int v = 0; v < 4; ++v) {
+        setenv("PSA_TIE_BATCH_VARIANT", std::to_string(v).c_str(), 1);
+        float iv[2];
+        for (int with = 0; with < 2; ++with) {
+          sa.ties = with ? dt.get() : nullptr;
+          iv[with] = median_ms([&] { gpu::block_scores_cuda(sa, nullptr); }, reps);
+        }
+        std::printf("[tie variant %d] %-11s %-6s importance %.4f -> %.4f ms (%+.1f%%)\n", v, s.name,
+                    video ? "video" : "random", iv[0], iv[1], 100.0 * (iv[1] - iv[0]) / iv[0]);
+      }
+      unsetenv("PSA_TIE_BATCH_VARIANT");
       // Mask: the scores and tie masses of the run with tie masses.
       for (int mode = 0; mode < 2; ++mode) {
         la.mode = mode ? PSA_MASK_MODE_THRESHOLDBOUND : PSA_MASK_MODE_TOPK;
