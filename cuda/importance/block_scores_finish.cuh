@@ -55,10 +55,13 @@ __device__ __forceinline__ bool block_is_top(const float* a, const float* m, int
 // first of which writes tie_row[j[u]] (the caller orders this after the row's zeros).
 template <int kTie>
 __device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float* a0, const float* mr, float* tie_row,
-                                          const int (&j)[kTie], int n, int lane) {
+                                          const int32_t* list, int n, int lane) {
   static_assert(kTie == 1 || kTie == 2 || kTie == 4 || kTie == 8, "a power of two up to 8");
   constexpr int kRows = static_cast<int>(kScoreTileRows);
   constexpr int kLg = kTie == 1 ? 0 : kTie == 2 ? 1 : kTie == 4 ? 2 : 3;
+  int j[kTie];
+#pragma unroll
+  for (int u = 0; u < kTie; ++u) j[u] = list[u < n ? u : 0];  // shared-memory broadcasts
   float w[kTie];
 #pragma unroll
   for (int u = 0; u < kTie; ++u) w[u] = 0.0f;
@@ -85,13 +88,26 @@ __device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float*
 #pragma unroll
   for (int o = 16 >> kLg; o > 0; o >>= 1) w[0] += __shfl_xor_sync(0xffffffffu, w[0], o);
   const int u = lane >> (5 - kLg);
-  if ((lane & ((32 >> kLg) - 1)) == 0 && u < n) {
-    int ju = j[0];
-#pragma unroll
-    for (int v = 1; v < kTie; ++v)
-      if (v == u) ju = j[v];
-    tie_row[ju] = w[0];
-  }
+  if ((lane & ((32 >> kLg) - 1)) == 0 && u < n) tie_row[list[u]] = w[0];
+}
+
+// Per warp of the CTA (warp index threadIdx.x / 32 < kTieListWarps), a list of up to 32 tied
+// key blocks of the row being finished: the tie pass appends a 32-block group's tied blocks
+// with one shared store per tied lane, then sums the list kTie blocks at a time.
+constexpr int kTieListWarps = 12;
+__device__ __forceinline__ int32_t* tie_list() {
+  __shared__ int32_t list[kTieListWarps][32];
+  return list[threadIdx.x >> 5];
+}
+
+// Tie masses of the n >= 1 listed blocks, kTie at a time (the last batch repeats its first).
+template <int kTie>
+__device__ __forceinline__ void tie_flush(const GemmScoreParams& p, const float* a0, const float* mr, float* tie_row,
+                                          const int32_t* list, int n, int lane) {
+  __syncwarp();  // the list's stores are visible to every lane
+#pragma unroll 1
+  for (int b = 0; b < n; b += kTie) tie_batch<kTie>(p, a0, mr, tie_row, list + b, min(kTie, n - b), lane);
+  __syncwarp();  // every lane has read the list before it is written again
 }
 
 // Given a complete scratch slot (a[r][j] at scratch[j * 256 + r]) and the row maxima s_m[r] of
@@ -169,8 +185,8 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
           for (int r = 0; r < p.q_count; r += 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(col + r));
         }
       }
-      int jq[kTie];
-      int nq = 0;
+      int32_t* list = tie_list();
+      int n = 0;  // listed blocks (warp-uniform)
 #pragma unroll 1
       while (any != 0u) {
         const int bit = __ffsll(static_cast<long long>(any)) - 1;
@@ -184,22 +200,17 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
           const bool t = mine && j < nk &&
                          (groups <= 64 ||
                           block_is_top(scratch + r0 + static_cast<int64_t>(j) * kRows, mr, p.q_count));
-          unsigned tied = __ballot_sync(0xffffffffu, t);
-#pragma unroll 1
-          while (tied != 0u) {
-            const int jt = k * 32 + (__ffs(tied) - 1);
-            tied &= tied - 1u;
-#pragma unroll
-            for (int u = 0; u < kTie; ++u)  // jq[nq] = jt; unused entries repeat jq[0]
-              if (u == nq || nq == 0) jq[u] = jt;
-            if (++nq == kTie) {
-              tie_batch<kTie>(p, scratch + r0, mr, tie_row, jq, nq, lane);
-              nq = 0;
-            }
+          const unsigned tied = __ballot_sync(0xffffffffu, t);
+          const int c = __popc(tied);
+          if (n + c > 32) {  // rare: more than 32 ties in the row so far
+            tie_flush<kTie>(p, scratch + r0, mr, tie_row, list, n, lane);
+            n = 0;
           }
+          if (t) list[n + __popc(tied & ((1u << lane) - 1u))] = j;
+          n += c;
         }
       }
-      if (nq > 0) tie_batch<kTie>(p, scratch + r0, mr, tie_row, jq, nq, lane);
+      if (n > 0) tie_flush<kTie>(p, scratch + r0, mr, tie_row, list, n, lane);
     }
   }
 }

@@ -80,19 +80,23 @@ PSA_HD float sample_weight(float y) {
 // w[l] + w[l ^ o]; T = w[0]. 0 <= T <= count (finite).
 
 // e^y for a difference y = a - m <= 0, the same bits on every backend: only correctly rounded
-// fp32 operations, fused multiply-adds written as fmaf (never left to contraction):
-//   y NaN or y < -86 -> 0 (so no result is subnormal and flush-to-zero changes nothing),
-//   y > 0 -> 1 (cannot occur: m is the row maximum);
-//   n = rint(y * log2(e)) (the fp32 product, ties to even), in [-124, 0];
-//   f = fma(-n, ln2_lo, fma(-n, ln2_hi, y)), |f| <= 0.35 (Cody-Waite: ln2_hi has 15 significant bits);
-//   p = 1 + f(1 + f(1/2 + f(1/6 + f(1/24 + f(1/120 + f(1/720 + f/5040)))))) by Horner with fmaf
-//       (the Taylor polynomial of e^f of degree 7: truncation below 6e-9 relative);
-//   result p * 2^n (exact: 2^n and the product are normal).
+// fp32 operations, fused multiply-adds written as fmaf (never left to contraction), and
+// integer operations on the bits:
+//   y NaN or y < -86 -> 0 (so no result is subnormal and flush-to-zero changes nothing);
+//   y = min(y, 0) (y > 0 does not occur: m is the row maximum);
+//   t = fma(y, log2(e), 1.5 * 2^23): 1.5 * 2^23 + n with n = y * log2(e) rounded to the nearest
+//       integer (ties to even), in [-124, 0]; n = t - 1.5 * 2^23 (exact);
+//   f = fma(-n, ln2_lo, fma(-n, ln2_hi, y)), |f| <= 0.35 (Cody-Waite, ln2 = ln2_hi + ln2_lo);
+//   p = 1 + f(1 + f(1/2 + f(1/6 + f(1/24 + f(1/120 + f(1/720 + f/5040)))))) by Horner with
+//       fmaf (the Taylor polynomial of e^f of degree 7; the constants are the fp32 roundings);
+//   result: the bits of p plus n * 2^23 (= p * 2^n, normal; t's bits are those of 1.5 * 2^23
+//       plus n, and 1.5 * 2^23's bits shifted left by 23 vanish, so n * 2^23 = t's bits << 23).
 // Relative error against e^y: below 2e-7, about 1 ulp (tests/importance/importance_test.cpp).
 PSA_HD float tie_weight(float y) {
   if (!(y >= -86.0f)) return 0.0f;
-  if (y > 0.0f) return 1.0f;
-  const float n = rintf(y * 1.44269504088896341f);
+  y = fminf(y, 0.0f);
+  const float t = fmaf(y, 1.44269504088896341f, 12582912.0f);
+  const float n = t - 12582912.0f;
   float f = fmaf(-n, 0.693145751953125f, y);
   f = fmaf(-n, 1.428606765330187e-06f, f);
   float p = 1.0f / 5040.0f;
@@ -103,14 +107,19 @@ PSA_HD float tie_weight(float y) {
   p = fmaf(p, f, 0.5f);
   p = fmaf(p, f, 1.0f);
   p = fmaf(p, f, 1.0f);
-  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  uint32_t pb, tb;
 #if defined(__CUDA_ARCH__)
-  const float two_n = __uint_as_float(bits);
+  pb = __float_as_uint(p);
+  tb = __float_as_uint(t);
+  return __uint_as_float(pb + (tb << 23));
 #else
-  float two_n;
-  std::memcpy(&two_n, &bits, sizeof two_n);
+  std::memcpy(&pb, &p, sizeof pb);
+  std::memcpy(&tb, &t, sizeof tb);
+  pb += tb << 23;
+  float r;
+  std::memcpy(&r, &pb, sizeof r);
+  return r;
 #endif
-  return p * two_n;
 }
 
 constexpr int kTieLanes = 32;
