@@ -94,16 +94,10 @@ __device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float*
 // Per warp of the CTA (warp index threadIdx.x / 32 < kTieListWarps), a list of up to 32 tied
 // key blocks of the row being finished: the tie pass appends a 32-block group's tied blocks
 // with one shared store per tied lane, then sums the list kTie blocks at a time.
-constexpr int kTieListWarps = 12, kTieListCap = 64;
-struct TieList {
-  int32_t* e;  // [kTieListCap]
-  int* count;
-};
-__device__ __forceinline__ TieList tie_list() {
-  __shared__ int32_t list[kTieListWarps][kTieListCap];
-  __shared__ int count[kTieListWarps];
-  const int w = static_cast<int>(threadIdx.x >> 5);
-  return TieList{list[w], count + w};
+constexpr int kTieListWarps = 12;
+__device__ __forceinline__ int32_t* tie_list() {
+  __shared__ int32_t list[kTieListWarps][32];
+  return list[threadIdx.x >> 5];
 }
 
 // Tie masses of the n >= 1 listed blocks, kTie at a time (the last batch repeats its first).
@@ -136,7 +130,7 @@ __device__ __forceinline__ void tie_flush(const GemmScoreParams& p, const float*
 // tied blocks are summed kTie at a time (tie_batch: their loads and exps overlap). The tie pass
 // runs after the normalisation, so the row sum is no longer live in it. kTie 1 on the sm90
 // finishers' 56 registers (2 spills inside the main loop there), 2 elsewhere (ptxas -v).
-template <int kBatch, int kTie, bool kAppend = false>
+template <int kBatch, int kTie>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
                                             int64_t bh, int64_t rt, int warp, int n_warps, int lane) {
   static_assert(kBatch == 1 || kBatch == 2, "one or two key blocks per lane at a time");
@@ -151,11 +145,6 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
     const float* mr = s_m + r0;
     double s = 0.0;
     uint64_t top = 0;  // bit k % 64: this lane's block lane + 32 k has P == 1
-    if (kAppend && p.ties != nullptr) {  // the row's list starts empty (the previous row's reads are done)
-      __syncwarp();
-      if (lane == 0) *tie_list().count = 0;
-      __syncwarp();
-    }
     const float* a = scratch + r0 + lane * kRows;
     for (int64_t j = lane; j < p.nk; j += 32 * kBatch, a += 32 * kBatch * kRows) {
       float y[kBatch];
@@ -168,15 +157,7 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
         const float v = sample_weight(y[u]);
         row[j + 32 * u] = v;
         s += v;
-        if (v == 1.0f) {
-          if (!kAppend) {
-            top |= uint64_t{1} << (static_cast<int>((j >> 5) + u) & 63);
-          } else if (p.ties != nullptr) {  // list order varies; every block's sum does not depend on it
-            const TieList tl = tie_list();
-            const int pos = atomicAdd(tl.count, 1);
-            if (pos < kTieListCap) tl.e[pos] = static_cast<int>(j) + 32 * u;
-          }
-        }
+        if (v == 1.0f) top |= uint64_t{1} << (static_cast<int>((j >> 5) + u) & 63);
       }
     }
 #pragma unroll
@@ -187,33 +168,7 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
         if (s > 0.0) row[j] = static_cast<float>(row[j] / s);
         if (tie_row != nullptr) tie_row[j] = 0.0f;
       }
-    if (kAppend && tie_row != nullptr) {
-      __syncwarp();  // the zeros and the list's entries before the sums
-      const TieList tl = tie_list();
-      const int n = *tl.count;  // warp-uniform
-      const int nk = static_cast<int>(p.nk);
-      if (n <= kTieListCap) {
-        if (n > 0) tie_flush<kTie>(p, scratch + r0, mr, tie_row, tl.e, n, lane);
-      } else {  // rare: more than kTieListCap ties; P == 1 found again from the scratch, 32 blocks at a time
-        __syncwarp();  // every lane has read the count
-        int m = 0;
-#pragma unroll 1
-        for (int k = 0; k < ((nk + 31) >> 5); ++k) {
-          const int j = k * 32 + lane;
-          const bool t = j < nk && block_is_top(scratch + r0 + static_cast<int64_t>(j) * kRows, mr, p.q_count);
-          const unsigned tied = __ballot_sync(0xffffffffu, t);
-          const int c = __popc(tied);
-          if (m + c > kTieListCap) {
-            tie_flush<kTie>(p, scratch + r0, mr, tie_row, tl.e, m, lane);
-            m = 0;
-          }
-          if (t) tl.e[m + __popc(tied & ((1u << lane) - 1u))] = j;
-          m += c;
-        }
-        if (m > 0) tie_flush<kTie>(p, scratch + r0, mr, tie_row, tl.e, m, lane);
-      }
-    }
-    if (!kAppend && tie_row != nullptr) {
+    if (tie_row != nullptr) {
       __syncwarp();  // the zeros before any lane's tie mass (tie_batch writes from another lane)
       const int nk = static_cast<int>(p.nk);  // < 2^31: a scratch slot holds nk KB
       const int groups = (nk + 31) >> 5;
@@ -230,7 +185,7 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
           for (int r = 0; r < p.q_count; r += 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(col + r));
         }
       }
-      int32_t* list = tie_list().e;
+      int32_t* list = tie_list();
       int n = 0;  // listed blocks (warp-uniform)
 #pragma unroll 1
       while (any != 0u) {

@@ -191,7 +191,7 @@ __device__ __forceinline__ void fold_stage(const Sm90Stage& st, const float (&ac
   if (st.last) flush_block_max(m, rm, scratch, row, st.j0, min(st.j0 + 64, nk_full), tq, scale);
 }
 
-template <typename T, int D, int kTieF = 1, int kTieC = 2, bool kAppend = false>
+template <typename T, int D, int kTieF = 1, int kTieC = 2>
 __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_constant__ Sm90ScoreParams sp) {
 #ifdef PSA_SM90_DEVICE
   using namespace sm90;
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
         mbar_wait(bar_ready(q), (n >> 1) & 1);  // the consumers' slot writes are visible
         // The CTA's last tile is finished by the consumers' 8 warps and these 3 together.
         const bool last = tile + gridDim.x >= p.tiles;
-        finish_tile<1, kTieF, kAppend>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
+        finish_tile<1, kTieF>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
                     last ? 8 + warp - 1 : warp - 1, last ? 8 + Tr::kFinishWarps : Tr::kFinishWarps, lane);
         // The consumers wait for this slot again only when the CTA has tile n + 2.
         if (tile + 2 * static_cast<int64_t>(gridDim.x) < p.tiles) mbar_arrive(bar_free(q));
@@ -383,10 +383,10 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       mbar_arrive(bar_ready(n & 1));  // slot n % 2 (scratch and row maxima) to the finishers
       sync_consumers();  // s_qo and sQ are reused (every warpgroup's products are complete)
       if (tile + gridDim.x >= p.tiles)  // the CTA's last tile: help the finishers
-        finish_tile<2, kTieC, kAppend>(p, scratch, sm_slot, bh, rt, cwarp, 8 + Tr::kFinishWarps, lane);
+        finish_tile<2, kTieC>(p, scratch, sm_slot, bh, rt, cwarp, 8 + Tr::kFinishWarps, lane);
     } else {
       sync_consumers();  // the slot's row maxima are complete; s_qo and sQ are reused after this
-      finish_tile<2, kTieC, kAppend>(p, scratch, sm_slot, bh, rt, cwarp, 8, lane);
+      finish_tile<2, kTieC>(p, scratch, sm_slot, bh, rt, cwarp, 8, lane);
     }
   }
 #endif  // PSA_SM90_DEVICE

@@ -82,10 +82,10 @@ cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t sl
   // Measurement switch (temporary): tie batch sizes of the finishers / consumers.
   const char* venv = std::getenv("PSA_TIE_BATCH_VARIANT");
   const int variant = venv != nullptr ? std::atoi(venv) : 0;
-  auto kernel = variant == 1   ? block_scores_sm90_kernel<T, D, 4, 4, true>
-                : variant == 2 ? block_scores_sm90_kernel<T, D, 8, 8, true>
-                : variant == 3 ? block_scores_sm90_kernel<T, D, 4, 8, true>
-                               : block_scores_sm90_kernel<T, D, 4, 4, false>;
+  auto kernel = variant == 1   ? block_scores_sm90_kernel<T, D, 4, 4>
+                : variant == 2 ? block_scores_sm90_kernel<T, D, 4, 8>
+                : variant == 3 ? block_scores_sm90_kernel<T, D, 8, 8>
+                               : block_scores_sm90_kernel<T, D, 2, 4>;
   int sms = 0;
   cudaError_t e = sm90::current_sm_count(&sms);
   if (e == cudaSuccess)
