@@ -43,8 +43,8 @@ __device__ __forceinline__ bool block_is_top(const float* a, const float* m, int
   return sample_weight(y) == 1.0f;
 }
 
-// Tie masses of up to kTie blocks j[0..n) of one row (n >= 1; entries past n repeat j[0] and are
-// not written), summed by the whole warp in importance_spec.h order: lane l adds the tie weights
+// Tie masses of up to kTie blocks list[0..n) of one row (n >= 1, list in shared memory; entries
+// past n repeat list[0] and are not written), summed by the whole warp in importance_spec.h order: lane l adds the tie weights
 // of rows l, l + 32, ... (ascending, from 0.0f), then the xor butterfly, as a reduce-scatter: at
 // each of the first log2(kTie) steps (o = 16, 8, ..) a lane keeps half of its blocks (the upper
 // half where lane & o) and adds its partner's copy of them, so kTie blocks take kTie - 1 +
@@ -52,7 +52,7 @@ __device__ __forceinline__ bool block_is_top(const float* a, const float* m, int
 // butterfly (fp32 addition commutes), so the bits are those of importance_spec.h. The blocks'
 // loads and tie weights (fp32, on the FMA pipe) are independent. a0 = scratch + r0 (column j at
 // a0 + j * 256), mr = the rows' maxima; block u ends in lanes u << (5 - log2(kTie)) ..., the
-// first of which writes tie_row[j[u]] (the caller orders this after the row's zeros).
+// first of which writes tie_row[list[u]] (the caller orders this after the row's zeros).
 template <int kTie>
 __device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float* a0, const float* mr, float* tie_row,
                                           const int32_t* list, int n, int lane) {
@@ -126,10 +126,13 @@ __device__ __forceinline__ void tie_flush(const GemmScoreParams& p, const float*
 // bit k % 64 of its `top` mask, so the tie pass visits only the 32-block groups whose bit some
 // lane set (the union over the warp) and does not read the row back (an earlier version
 // re-read every block's P from global memory, one dependent load per 32 blocks); a row of more
-// than 64 groups (nk > 2048) recomputes P of the aliased groups' candidates (block_is_top). The
-// tied blocks are summed kTie at a time (tie_batch: their loads and exps overlap). The tie pass
-// runs after the normalisation, so the row sum is no longer live in it. kTie 1 on the sm90
-// finishers' 56 registers (2 spills inside the main loop there), 2 elsewhere (ptxas -v).
+// than 64 groups (nk > 2048) recomputes P of the aliased groups' candidates (block_is_top). A
+// group's tied blocks go to the warp's list (tie_list, one shared store per tied lane), and the
+// list is summed kTie blocks at a time (tie_batch: their loads and fp32 tie weights overlap, one
+// reduce-scatter per batch). The zeros of the tie row are written by the normalisation loop;
+// the tie pass runs after it, so the row sum is no longer live in it. kTie is the caller's:
+// 4 on the sm90 finishers, 8 on the sm90 consumers, 2 on the sm80 kernel (PERF_NOTES.md, "Tie
+// masses: fp32 tie weights").
 template <int kBatch, int kTie>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
                                             int64_t bh, int64_t rt, int warp, int n_warps, int lane) {

@@ -2,7 +2,6 @@
 // kernel (block_scores_kernel_sm90.cuh): K tensor maps, stage schedule, launch, and the
 // availability query. The kernel bodies exist only in the sm_90a pass of this file; the sm_80
 // pass compiles empty kernels that score_sm90_available() keeps from ever being launched.
-#include <cstdlib>
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -79,13 +78,7 @@ cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t sl
                         nk_full, 64 >> w))
         return cudaErrorNotSupported;
   }
-  // Measurement switch (temporary): tie batch sizes of the finishers / consumers.
-  const char* venv = std::getenv("PSA_TIE_BATCH_VARIANT");
-  const int variant = venv != nullptr ? std::atoi(venv) : 0;
-  auto kernel = variant == 1   ? block_scores_sm90_kernel<T, D, 4, 4>
-                : variant == 2 ? block_scores_sm90_kernel<T, D, 4, 8>
-                : variant == 3 ? block_scores_sm90_kernel<T, D, 8, 8>
-                               : block_scores_sm90_kernel<T, D, 2, 4>;
+  auto kernel = block_scores_sm90_kernel<T, D>;
   int sms = 0;
   cudaError_t e = sm90::current_sm_count(&sms);
   if (e == cudaSuccess)

@@ -68,7 +68,8 @@ size_t score_smem_bytes(int rows, int ld_a, int64_t nk) {
 // block-max logits a[r][j] go to abuf with the row max m[r]. Single pass (abuf holds the whole
 // row, the usual case): then exp(a - m) and the max over rows per key block straight from
 // abuf. Otherwise pass 0 finds m and pass 1 recomputes the logits (the original two-pass
-// order) and keeps a - m, whose maximum per key block gives P. The row is then normalised by its double sum in key order (importance_cpu).
+// order) and keeps a - m, whose maximum per key block gives P. The row is then normalised by
+// its double sum in key order (importance_cpu).
 template <typename T, int D, int KC>
 __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParams p) {
   constexpr int kLd = KC + 4;  // dots row stride (floats)
