@@ -44,11 +44,11 @@ __device__ __forceinline__ bool block_is_top(const float* a, const float* m, int
 }
 
 // Tie masses of up to kTie blocks list[0..n) of one row (n >= 1, list in shared memory; entries
-// past n repeat list[0] and are not written), summed by the whole warp in importance_spec.h order: lane l adds the tie weights
-// of rows l, l + 32, ... (ascending, from 0.0f), then the xor butterfly, as a reduce-scatter: at
-// each of the first log2(kTie) steps (o = 16, 8, ..) a lane keeps half of its blocks (the upper
-// half where lane & o) and adds its partner's copy of them, so kTie blocks take kTie - 1 +
-// 5 - log2(kTie) shuffles instead of 5 kTie. Every partial is still w[l] + w[l ^ o] of the
+// past n repeat list[0] and are not written), summed by the whole warp in importance_spec.h
+// order: lane l adds the tie weights of rows l, l + 32, ... (ascending, from 0.0f), then the xor
+// butterfly, as a reduce-scatter: at each of the first log2(kTie) steps (o = 16, 8, ..) a lane
+// keeps half of its blocks (the upper half where lane & o) and adds its partner's copy of them,
+// so kTie blocks take kTie - 1 + 5 - log2(kTie) shuffles instead of 5 kTie. Every partial is still w[l] + w[l ^ o] of the
 // butterfly (fp32 addition commutes), so the bits are those of importance_spec.h. The blocks'
 // loads and tie weights (fp32, on the FMA pipe) are independent. a0 = scratch + r0 (column j at
 // a0 + j * 256), mr = the rows' maxima; block u ends in lanes u << (5 - log2(kTie)) ..., the

@@ -73,7 +73,7 @@ PSA_HD float sample_weight(float y) {
 // below the top because only exact ties consult it and the top tie is the one that occurs:
 // a backend evaluates it for the few P == 1 blocks only. tie_weight is exp in fp32 by a fixed
 // sequence of fp32 operations (below), not sample_weight's double exp: it is the same weight
-// to within 2 ulp, and a GPU evaluates it on the FMA pipe, where a double exp per sampled row of
+// to within about 1 ulp, and a GPU evaluates it on the FMA pipe, where a double exp per sampled row of
 // every tied block cost 2-13% of the importance stage (PERF_NOTES.md, "Tie masses"). The sum
 // has one fixed order on every backend, that of a 32-lane butterfly: partial w[l] = sum over
 // r = l, l + 32, ... (ascending r, fp32); then for o = 16, 8, 4, 2, 1 every w[l] becomes
