@@ -43,15 +43,25 @@ __device__ __forceinline__ bool block_is_top(const float* a, const float* m, int
   return sample_weight(y) == 1.0f;
 }
 
-// Tie masses of up to kTie blocks j[0..n) of one row (n >= 1; entries past n repeat j[0] and are
-// not written), summed by the whole warp in importance_spec.h order: lane l adds the weights of
-// rows l, l + 32, ... (ascending, from 0.0f), then the xor butterfly. The blocks' loads and double
-// exps are independent, so kTie blocks cost about the latency of one. a0 = scratch + r0 (column j
-// at a0 + j * 256), mr = the rows' maxima; lane (j & 31) writes tie_row[j].
+// Tie masses of up to kTie blocks list[0..n) of one row (n >= 1, list in shared memory; entries
+// past n repeat list[0] and are not written), summed by the whole warp in importance_spec.h
+// order: lane l adds the tie weights of rows l, l + 32, ... (ascending, from 0.0f), then the xor
+// butterfly, as a reduce-scatter: at each of the first log2(kTie) steps (o = 16, 8, ..) a lane
+// keeps half of its blocks (the upper half where lane & o) and adds its partner's copy of them,
+// so kTie blocks take kTie - 1 + 5 - log2(kTie) shuffles instead of 5 kTie. Every partial is still w[l] + w[l ^ o] of the
+// butterfly (fp32 addition commutes), so the bits are those of importance_spec.h. The blocks'
+// loads and tie weights (fp32, on the FMA pipe) are independent. a0 = scratch + r0 (column j at
+// a0 + j * 256), mr = the rows' maxima; block u ends in lanes u << (5 - log2(kTie)) ..., the
+// first of which writes tie_row[list[u]] (the caller orders this after the row's zeros).
 template <int kTie>
 __device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float* a0, const float* mr, float* tie_row,
-                                          const int (&j)[kTie], int n, int lane) {
+                                          const int32_t* list, int n, int lane) {
+  static_assert(kTie == 1 || kTie == 2 || kTie == 4 || kTie == 8, "a power of two up to 8");
   constexpr int kRows = static_cast<int>(kScoreTileRows);
+  constexpr int kLg = kTie == 1 ? 0 : kTie == 2 ? 1 : kTie == 4 ? 2 : 3;
+  int j[kTie];
+#pragma unroll
+  for (int u = 0; u < kTie; ++u) j[u] = list[u < n ? u : 0];  // shared-memory broadcasts
   float w[kTie];
 #pragma unroll
   for (int u = 0; u < kTie; ++u) w[u] = 0.0f;
@@ -62,15 +72,42 @@ __device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float*
 #pragma unroll
     for (int u = 0; u < kTie; ++u) d[u] = a0[static_cast<int64_t>(j[u]) * kRows + r];
 #pragma unroll
-    for (int u = 0; u < kTie; ++u) w[u] += sample_weight(__fsub_rn(d[u], m));
+    for (int u = 0; u < kTie; ++u) w[u] += tie_weight(__fsub_rn(d[u], m));
   }
 #pragma unroll
-  for (int o = kTieLanes / 2; o > 0; o >>= 1)
+  for (int s = 0; s < kLg; ++s) {
+    const int o = 16 >> s, half = kTie >> (s + 1);
+    const bool up = (lane & o) != 0;
 #pragma unroll
-    for (int u = 0; u < kTie; ++u) w[u] += __shfl_xor_sync(0xffffffffu, w[u], o);
+    for (int u = 0; u < half; ++u) {
+      const float send = up ? w[u] : w[u + half];
+      const float keep = up ? w[u + half] : w[u];
+      w[u] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
 #pragma unroll
-  for (int u = 0; u < kTie; ++u)
-    if (u < n && lane == (j[u] & 31)) tie_row[j[u]] = w[u];  // after this lane's 0
+  for (int o = 16 >> kLg; o > 0; o >>= 1) w[0] += __shfl_xor_sync(0xffffffffu, w[0], o);
+  const int u = lane >> (5 - kLg);
+  if ((lane & ((32 >> kLg) - 1)) == 0 && u < n) tie_row[list[u]] = w[0];
+}
+
+// Per warp of the CTA (warp index threadIdx.x / 32 < kTieListWarps), a list of up to 32 tied
+// key blocks of the row being finished: the tie pass appends a 32-block group's tied blocks
+// with one shared store per tied lane, then sums the list kTie blocks at a time.
+constexpr int kTieListWarps = 12;
+__device__ __forceinline__ int32_t* tie_list() {
+  __shared__ int32_t list[kTieListWarps][32];
+  return list[threadIdx.x >> 5];
+}
+
+// Tie masses of the n >= 1 listed blocks, kTie at a time (the last batch repeats its first).
+template <int kTie>
+__device__ __forceinline__ void tie_flush(const GemmScoreParams& p, const float* a0, const float* mr, float* tie_row,
+                                          const int32_t* list, int n, int lane) {
+  __syncwarp();  // the list's stores are visible to every lane
+#pragma unroll 1
+  for (int b = 0; b < n; b += kTie) tie_batch<kTie>(p, a0, mr, tie_row, list + b, min(kTie, n - b), lane);
+  __syncwarp();  // every lane has read the list before it is written again
 }
 
 // Given a complete scratch slot (a[r][j] at scratch[j * 256 + r]) and the row maxima s_m[r] of
@@ -89,15 +126,18 @@ __device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float*
 // bit k % 64 of its `top` mask, so the tie pass visits only the 32-block groups whose bit some
 // lane set (the union over the warp) and does not read the row back (an earlier version
 // re-read every block's P from global memory, one dependent load per 32 blocks); a row of more
-// than 64 groups (nk > 2048) recomputes P of the aliased groups' candidates (block_is_top). The
-// tied blocks are summed kTie at a time (tie_batch: their loads and exps overlap). The tie pass
-// runs after the normalisation, so the row sum is no longer live in it. kTie 1 on the sm90
-// finishers' 56 registers (2 spills inside the main loop there), 2 elsewhere (ptxas -v).
+// than 64 groups (nk > 2048) recomputes P of the aliased groups' candidates (block_is_top). A
+// group's tied blocks go to the warp's list (tie_list, one shared store per tied lane), and the
+// list is summed kTie blocks at a time (tie_batch: their loads and fp32 tie weights overlap, one
+// reduce-scatter per batch). The zeros of the tie row are written by the normalisation loop;
+// the tie pass runs after it, so the row sum is no longer live in it. kTie is the caller's:
+// 4 on the sm90 finishers, 8 on the sm90 consumers, 2 on the sm80 kernel (PERF_NOTES.md, "Tie
+// masses: fp32 tie weights").
 template <int kBatch, int kTie>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
                                             int64_t bh, int64_t rt, int warp, int n_warps, int lane) {
   static_assert(kBatch == 1 || kBatch == 2, "one or two key blocks per lane at a time");
-  static_assert(kTie >= 1 && kTie <= 4, "one to four tied blocks summed at a time");
+  static_assert(kTie == 1 || kTie == 2 || kTie == 4 || kTie == 8, "1, 2, 4 or 8 tied blocks summed at a time");
   constexpr int kRows = static_cast<int>(kScoreTileRows);
   const int nqb = kRows >> p.q_shift;  // query blocks per tile
   const int nq_valid = static_cast<int>(min(static_cast<int64_t>(nqb), p.mq - rt * nqb));
@@ -125,11 +165,14 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (s > 0.0)
-      for (int64_t j = lane; j < p.nk; j += 32) row[j] = static_cast<float>(row[j] / s);  // this lane's own writes
-    if (p.ties != nullptr) {
-      float* tie_row = p.ties + (row - p.scores);
-      for (int64_t j = lane; j < p.nk; j += 32) tie_row[j] = 0.0f;  // this lane's blocks; ties below
+    float* tie_row = p.ties != nullptr ? p.ties + (row - p.scores) : nullptr;
+    if (s > 0.0 || tie_row != nullptr)
+      for (int64_t j = lane; j < p.nk; j += 32) {  // this lane's own writes; its tie masses 0 (ties below)
+        if (s > 0.0) row[j] = static_cast<float>(row[j] / s);
+        if (tie_row != nullptr) tie_row[j] = 0.0f;
+      }
+    if (tie_row != nullptr) {
+      __syncwarp();  // the zeros before any lane's tie mass (tie_batch writes from another lane)
       const int nk = static_cast<int>(p.nk);  // < 2^31: a scratch slot holds nk KB
       const int groups = (nk + 31) >> 5;
       const uint32_t lo = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(top));
@@ -145,8 +188,8 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
           for (int r = 0; r < p.q_count; r += 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(col + r));
         }
       }
-      int jq[kTie];
-      int nq = 0;
+      int32_t* list = tie_list();
+      int n = 0;  // listed blocks (warp-uniform)
 #pragma unroll 1
       while (any != 0u) {
         const int bit = __ffsll(static_cast<long long>(any)) - 1;
@@ -160,22 +203,17 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
           const bool t = mine && j < nk &&
                          (groups <= 64 ||
                           block_is_top(scratch + r0 + static_cast<int64_t>(j) * kRows, mr, p.q_count));
-          unsigned tied = __ballot_sync(0xffffffffu, t);
-#pragma unroll 1
-          while (tied != 0u) {
-            const int jt = k * 32 + (__ffs(tied) - 1);
-            tied &= tied - 1u;
-#pragma unroll
-            for (int u = 0; u < kTie; ++u)  // jq[nq] = jt; unused entries repeat jq[0]
-              if (u == nq || nq == 0) jq[u] = jt;
-            if (++nq == kTie) {
-              tie_batch<kTie>(p, scratch + r0, mr, tie_row, jq, nq, lane);
-              nq = 0;
-            }
+          const unsigned tied = __ballot_sync(0xffffffffu, t);
+          const int c = __popc(tied);
+          if (n + c > 32) {  // rare: more than 32 ties in the row so far
+            tie_flush<kTie>(p, scratch + r0, mr, tie_row, list, n, lane);
+            n = 0;
           }
+          if (t) list[n + __popc(tied & ((1u << lane) - 1u))] = j;
+          n += c;
         }
       }
-      if (nq > 0) tie_batch<kTie>(p, scratch + r0, mr, tie_row, jq, nq, lane);
+      if (n > 0) tie_flush<kTie>(p, scratch + r0, mr, tie_row, list, n, lane);
     }
   }
 }

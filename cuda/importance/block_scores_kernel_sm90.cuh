@@ -56,6 +56,10 @@ struct Sm90ScoreTraits {
   static constexpr int kThreads = 384;          // producer warpgroup + 2 consumer warpgroups
   static constexpr int kConsumers = 256;
   static constexpr int kFinishWarps = 3;        // warps 1-3 of the producer warpgroup
+  // Tied blocks summed at a time by finish_tile (tie_batch): measured on the H100 against 2/4,
+  // 4/4 and 8/8 (PERF_NOTES.md, "Tie masses: fp32 tie weights").
+  static constexpr int kFinishTie = 4;
+  static constexpr int kConsumerTie = 8;
   static constexpr int kKeys = 128;             // keys per stage = wgmma N
   static constexpr int kChunk = 64;             // key blocks per chunk (M columns)
   static constexpr int kStages = D == 64 ? 8 : 4;
@@ -247,7 +251,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
         mbar_wait(bar_ready(q), (n >> 1) & 1);  // the consumers' slot writes are visible
         // The CTA's last tile is finished by the consumers' 8 warps and these 3 together.
         const bool last = tile + gridDim.x >= p.tiles;
-        finish_tile<1, 1>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
+        finish_tile<1, Tr::kFinishTie>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
                     last ? 8 + warp - 1 : warp - 1, last ? 8 + Tr::kFinishWarps : Tr::kFinishWarps, lane);
         // The consumers wait for this slot again only when the CTA has tile n + 2.
         if (tile + 2 * static_cast<int64_t>(gridDim.x) < p.tiles) mbar_arrive(bar_free(q));
@@ -383,10 +387,10 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       mbar_arrive(bar_ready(n & 1));  // slot n % 2 (scratch and row maxima) to the finishers
       sync_consumers();  // s_qo and sQ are reused (every warpgroup's products are complete)
       if (tile + gridDim.x >= p.tiles)  // the CTA's last tile: help the finishers
-        finish_tile<2, 2>(p, scratch, sm_slot, bh, rt, cwarp, 8 + Tr::kFinishWarps, lane);
+        finish_tile<2, Tr::kConsumerTie>(p, scratch, sm_slot, bh, rt, cwarp, 8 + Tr::kFinishWarps, lane);
     } else {
       sync_consumers();  // the slot's row maxima are complete; s_qo and sQ are reused after this
-      finish_tile<2, 2>(p, scratch, sm_slot, bh, rt, cwarp, 8, lane);
+      finish_tile<2, Tr::kConsumerTie>(p, scratch, sm_slot, bh, rt, cwarp, 8, lane);
     }
   }
 #endif  // PSA_SM90_DEVICE

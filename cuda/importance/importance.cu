@@ -68,7 +68,8 @@ size_t score_smem_bytes(int rows, int ld_a, int64_t nk) {
 // block-max logits a[r][j] go to abuf with the row max m[r]. Single pass (abuf holds the whole
 // row, the usual case): then exp(a - m) and the max over rows per key block straight from
 // abuf. Otherwise pass 0 finds m and pass 1 recomputes the logits (the original two-pass
-// order). The row is then normalised by its double sum in key order (importance_cpu).
+// order) and keeps a - m, whose maximum per key block gives P. The row is then normalised by
+// its double sum in key order (importance_cpu).
 template <typename T, int D, int KC>
 __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParams p) {
   constexpr int kLd = KC + 4;  // dots row stride (floats)
@@ -168,11 +169,9 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
         float best = ninf;
         for (int c = 0; c < p.k_count; ++c) best = fmaxf(best, dots[r * kLd + jj * p.k_count + c]);
         const float a = __fmul_rn(p.scale, best);  // rounded on its own, as the CPU
-        if (pass == 0) {
-          abuf[r * ldA + abase + jj] = a;
-        } else {
-          abuf[r * ldA + jj] = sample_weight(__fsub_rn(a, mrow[r]));
-        }
+        // Pass 1 keeps the difference to the row max: P below is sample_weight of the largest
+        // one (exp is monotone: finish_tile's order), the tie masses need every one.
+        abuf[r * ldA + abase + jj] = pass == 0 ? a : __fsub_rn(a, mrow[r]);
       }
       __syncthreads();
       if (pass == 0) {
@@ -182,12 +181,19 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
           mrow[tid] = m;
         }
       } else if (tid < gc) {
-        float best = prow[jb + tid];
-        for (int r = 0; r < p.q_count; ++r) best = fmaxf(best, abuf[r * ldA + tid]);
+        float y = ninf;  // fmaxf skips NaN differences (weight 0); all NaN: exp(-inf) = 0
+        for (int r = 0; r < p.q_count; ++r) y = fmaxf(y, abuf[r * ldA + tid]);
+        const float best = fmaxf(prow[jb + tid], sample_weight(y));
         prow[jb + tid] = best;
-        if (p.ties != nullptr)  // block jb + tid is final: its tie mass from the chunk's weights
-          p.ties[(bh * p.mq + i) * p.nk + jb + tid] =
-              best == 1.0f ? tie_mass(abuf + tid, p.q_count, ldA) : 0.0f;
+        if (p.ties != nullptr) {  // block jb + tid is final: its tie mass from the chunk's differences
+          float t = 0.0f;
+          if (best == 1.0f) {
+            TieMassSum sum;
+            for (int r = 0; r < p.q_count; ++r) sum.add(r, tie_weight(abuf[r * ldA + tid]));
+            t = sum.result();
+          }
+          p.ties[(bh * p.mq + i) * p.nk + jb + tid] = t;
+        }
       }
     }
     cp_async_wait<0>();
@@ -202,7 +208,7 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
         float t = 0.0f;
         if (best == 1.0f) {
           TieMassSum sum;
-          for (int r = 0; r < p.q_count; ++r) sum.add(r, sample_weight(__fsub_rn(abuf[r * ldA + j], mrow[r])));
+          for (int r = 0; r < p.q_count; ++r) sum.add(r, tie_weight(__fsub_rn(abuf[r * ldA + j], mrow[r])));
           t = sum.result();
         }
         p.ties[(bh * p.mq + i) * p.nk + j] = t;

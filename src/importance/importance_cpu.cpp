@@ -62,7 +62,7 @@ void importance_cpu(const float* q, int64_t lq, const float* k, int64_t lk, int6
         for (int32_t s = 0; s < q_count; ++s) {
           const float* qr = q + sampled_token(i, block_m, q_offsets[s], lq) * d;
           const float a = block_logit(qr, k, lk, d, j, block_n, k_offsets, k_count, scale);
-          weight[static_cast<size_t>(s)] = sample_weight(a - row_max[static_cast<size_t>(s)]);
+          weight[static_cast<size_t>(s)] = tie_weight(a - row_max[static_cast<size_t>(s)]);
         }
         t[j] = tie_mass(weight.data(), q_count, 1);
       }

@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "core/hd.h"
 
@@ -66,14 +67,60 @@ PSA_HD float sample_weight(float y) {
 // 3-10 blocks tie exactly (measured on 32x32 .. 64x64 latents and 4-frame clips, bn 32-128);
 // ranking them by key index favoured the earliest blocks of the sequence. Ties are ranked by
 // the tie mass instead, the summed weight of the block over the sampled rows of block i:
-//   T[i, j] = sum_r e[r, j]  when P[i, j] == 1,   T[i, j] = 0 otherwise,
+//   T[i, j] = sum_r tie_weight(a[r, j] - m[r])  when P[i, j] == 1,   T[i, j] = 0 otherwise,
 // i.e. how much sampled attention mass (each row relative to its own best logit) the block
 // draws -- a block that is the best of many rows and close for the rest ranks first. T is 0
 // below the top because only exact ties consult it and the top tie is the one that occurs:
-// a backend evaluates it for the few P == 1 blocks only (negligible cost). The sum has one
-// fixed order on every backend, that of a 32-lane butterfly: partial w[l] = sum over r = l,
-// l + 32, ... (ascending r, fp32); then for o = 16, 8, 4, 2, 1 every w[l] becomes
+// a backend evaluates it for the few P == 1 blocks only. tie_weight is exp in fp32 by a fixed
+// sequence of fp32 operations (below), not sample_weight's double exp: it is the same weight
+// to within about 1 ulp, and a GPU evaluates it on the FMA pipe, where a double exp per sampled row of
+// every tied block cost 2-13% of the importance stage (PERF_NOTES.md, "Tie masses"). The sum
+// has one fixed order on every backend, that of a 32-lane butterfly: partial w[l] = sum over
+// r = l, l + 32, ... (ascending r, fp32); then for o = 16, 8, 4, 2, 1 every w[l] becomes
 // w[l] + w[l ^ o]; T = w[0]. 0 <= T <= count (finite).
+
+// e^y for a difference y = a - m <= 0, the same bits on every backend: only correctly rounded
+// fp32 operations, fused multiply-adds written as fmaf (never left to contraction), and
+// integer operations on the bits:
+//   y NaN or y < -86 -> 0 (so no result is subnormal and flush-to-zero changes nothing);
+//   y = min(y, 0) (y > 0 does not occur: m is the row maximum);
+//   t = fma(y, log2(e), 1.5 * 2^23): 1.5 * 2^23 + n with n = y * log2(e) rounded to the nearest
+//       integer (ties to even), in [-124, 0]; n = t - 1.5 * 2^23 (exact);
+//   f = fma(-n, ln2_lo, fma(-n, ln2_hi, y)), |f| <= 0.35 (Cody-Waite, ln2 = ln2_hi + ln2_lo);
+//   p = 1 + f(1 + f(1/2 + f(1/6 + f(1/24 + f(1/120 + f(1/720 + f/5040)))))) by Horner with
+//       fmaf (the Taylor polynomial of e^f of degree 7; the constants are the fp32 roundings);
+//   result: the bits of p plus n * 2^23 (= p * 2^n, normal; t's bits are those of 1.5 * 2^23
+//       plus n, and 1.5 * 2^23's bits shifted left by 23 vanish, so n * 2^23 = t's bits << 23).
+// Relative error against e^y: below 2e-7, about 1 ulp (tests/importance/importance_test.cpp).
+PSA_HD float tie_weight(float y) {
+  if (!(y >= -86.0f)) return 0.0f;
+  y = fminf(y, 0.0f);
+  const float t = fmaf(y, 1.44269504088896341f, 12582912.0f);
+  const float n = t - 12582912.0f;
+  float f = fmaf(-n, 0.693145751953125f, y);
+  f = fmaf(-n, 1.428606765330187e-06f, f);
+  float p = 1.0f / 5040.0f;
+  p = fmaf(p, f, 1.0f / 720.0f);
+  p = fmaf(p, f, 1.0f / 120.0f);
+  p = fmaf(p, f, 1.0f / 24.0f);
+  p = fmaf(p, f, 1.0f / 6.0f);
+  p = fmaf(p, f, 0.5f);
+  p = fmaf(p, f, 1.0f);
+  p = fmaf(p, f, 1.0f);
+  uint32_t pb, tb;
+#if defined(__CUDA_ARCH__)
+  pb = __float_as_uint(p);
+  tb = __float_as_uint(t);
+  return __uint_as_float(pb + (tb << 23));
+#else
+  std::memcpy(&pb, &p, sizeof pb);
+  std::memcpy(&tb, &t, sizeof tb);
+  pb += tb << 23;
+  float r;
+  std::memcpy(&r, &pb, sizeof r);
+  return r;
+#endif
+}
 
 constexpr int kTieLanes = 32;
 
@@ -96,7 +143,7 @@ struct TieMassSum {
   }
 };
 
-// T of one block from its `count` sampled weights e[r * stride] (r < count).
+// T of one block from its `count` tie weights e[r * stride] (r < count).
 PSA_HD float tie_mass(const float* e, int32_t count, int64_t stride) {
   TieMassSum t;
   for (int32_t r = 0; r < count; ++r) t.add(r, e[r * stride]);
