@@ -1,6 +1,7 @@
 // tests/cuda/causal_psa_cuda_test.cpp -- psa_causal (spec App. A) on the GPU against the CPU
-// oracle, stage by stage: antidiagonal scores (strides 8 and 16, GQA, partial last block) vs
-// causal_psa_importance_cpu on the exact fp32 values of the 16-bit inputs; levels from the
+// oracle, stage by stage: antidiagonal scores (strides 4, 8 and 16, GQA, partial last block,
+// several 128-row tiles of strided rows) vs causal_psa_importance_cpu on the exact fp32
+// values of the 16-bit inputs; levels from the
 // CPU's scores and caps bit for bit vs causal_psa_levels_cpu (topk, energybound, text, ties);
 // the whole forward vs the CPU backend (level maps and outputs). Skips without a device.
 // DISABLED_PrefillStageTimings (run with --gtest_also_run_disabled_tests): per-stage times of
@@ -34,7 +35,11 @@ TEST(CudaCausalPsa, ScoresEqualCpu) {
   const ScoreCase cases[] = {{PSA_DTYPE_BF16, 1, 4, 2, 1000, 128, 128, 8},
                              {PSA_DTYPE_F16, 2, 2, 1, 777, 64, 64, 16},
                              {PSA_DTYPE_BF16, 1, 2, 2, 2050, 128, 128, 16},
-                             {PSA_DTYPE_F16, 1, 3, 1, 300, 64, 128, 4}};
+                             {PSA_DTYPE_F16, 1, 3, 1, 300, 64, 128, 4},
+                             // several 128-row tiles of strided rows and key groups (the GEMM
+                             // kernel's online row statistics across key tiles), per 16 and 32
+                             {PSA_DTYPE_BF16, 1, 2, 1, 4100, 128, 128, 8},
+                             {PSA_DTYPE_F16, 1, 2, 2, 1800, 64, 128, 4}};
   uint32_t seed = 11;
   for (const ScoreCase& c : cases) {
     const int64_t nb = (c.len + c.bs - 1) / c.bs;
