@@ -1,6 +1,7 @@
 // cuda/methods/causal_psa_levels.cu -- importance and mask stages of psa_causal (spec App. A):
 // kernels, launchers and entries. Strided antidiagonal logits, fp32 online row softmax,
-// block sums; then per row the rank rule. Every rule from src/methods/causal_psa_spec.h.
+// block sums (a tensor-core GEMM per head, or a scalar kernel for the other shapes); then per
+// row a bitonic sort and the rank rule. Every rule from src/methods/causal_psa_spec.h.
 #include <cstdint>
 
 #include "cuda/core/cuda_status.h"
@@ -54,7 +55,9 @@ __device__ __forceinline__ void online_row_update(const float* lg, int per, floa
   rsum = s;
 }
 
-// One CTA per (query block I, head, batch). Entry x = (rr, cc) of the per x per grid of
+// Scalar score kernel (per outside {8, 16, 32}, head_dim not a multiple of 64, or a device
+// without the GEMM kernel's shared memory): one CTA per (query block I, head, batch).
+// Entry x = (rr, cc) of the per x per grid of
 // block pair (I, J): strided query row I*per + rr, key group J*per + cc. Pass 0: online row
 // max / exp-sum over J = 0..I; pass 1: probabilities, summed per J in row-major order (the
 // CPU's order for each block sum).
