@@ -58,9 +58,8 @@ __device__ __forceinline__ void online_row_update(const float* lg, int per, floa
 // Scalar score kernel (per outside {8, 16, 32}, head_dim not a multiple of 64, or a device
 // without the GEMM kernel's shared memory): one CTA per (query block I, head, batch). Entry
 // x = (rr, cc) of the per x per grid of block pair (I, J): strided query row I*per + rr, key
-// group J*per + cc. Pass 0: online row
-// max / exp-sum over J = 0..I; pass 1: probabilities, summed per J in row-major order (the
-// CPU's order for each block sum).
+// group J*per + cc. Pass 0: online row max / exp-sum over J = 0..I; pass 1: probabilities,
+// summed per J in row-major order (the CPU's order for each block sum).
 template <typename T>
 __global__ void __launch_bounds__(kMaxThreads) causal_psa_scores_kernel(ScoreParams p) {
   extern __shared__ float smem[];
