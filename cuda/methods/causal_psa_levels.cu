@@ -138,7 +138,9 @@ constexpr int kGemmStages = 3;
 constexpr int kGemmPiece = kGemmTile * kGemmK;     // 16-bit elements of one operand piece
 constexpr size_t kGemmSmem =
     static_cast<size_t>(kGemmStages) * 2 * kGemmPiece * 2 +  // Q and K pieces
-    (2 * 2 * kGemmTile + 3 * kGemmTile) * sizeof(float);    // red_max/red_sum [2][128], row stats
+    (2 * 2 * kGemmTile + 2 * kGemmTile) * sizeof(float);    // red_max/red_sum [2][128], row stats
+// 99 KB exactly: the opt-in limit of compute capability 8.6 / 8.9, so those devices run it too.
+static_assert(kGemmSmem <= 101376, "fits the 99 KB shared memory of sm_86 / sm_89");
 
 bool gemm_supported(int64_t per, int64_t d) { return (per == 8 || per == 16 || per == 32) && d % kGemmK == 0; }
 
@@ -181,8 +183,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1) causal_psa_scores_gemm_kernel
   float* red_max = reinterpret_cast<float*>(sk + kGemmStages * kGemmPiece);  // [2][128]
   float* red_sum = red_max + 2 * kGemmTile;                   // [2][128]
   float* rmax = red_sum + 2 * kGemmTile;                      // [128]
-  float* rsum = rmax + kGemmTile;                             // [128]
-  float* rinv = rsum + kGemmTile;                             // [128]
+  float* rsum = rmax + kGemmTile;  // [128] exp-sum; after pass 0 its inverse (0 for empty rows)
 
   // Longest rows first over the whole grid: CTA x takes row tile RT-1 - x / (B*Hq).
   const int64_t heads = p.heads_q * p.batch;
@@ -337,7 +338,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1) causal_psa_scores_gemm_kernel
           rsum[tid] = kept + (red_sum[tid] + red_sum[kGemmTile + tid]);
           rmax[tid] = m_new;
         }
-        if (ct == n_ct - 1) rinv[tid] = rsum[tid] > 0.0f ? __fdiv_rn(1.0f, rsum[tid]) : 0.0f;
+        if (ct == n_ct - 1) rsum[tid] = rsum[tid] > 0.0f ? __fdiv_rn(1.0f, rsum[tid]) : 0.0f;
       }
     } else {
       // Probabilities, then per block pair: thread partials in slot (block row, block column),
@@ -351,7 +352,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1) causal_psa_scores_gemm_kernel
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           const int row = wm * 32 + m * 16 + hf * 8 + g;
-          const float mr = rmax[row], inv = rinv[row];
+          const float mr = rmax[row], inv = rsum[row];  // the inverse after pass 0
           const int br = (m * 16 + hf * 8) / PER;
 #pragma unroll
           for (int n = 0; n < 8; ++n)
