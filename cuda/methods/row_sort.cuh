@@ -25,54 +25,52 @@ __host__ __device__ __forceinline__ int64_t sort_length(int64_t n) {
   return np;
 }
 
-// Bitonic sort of key[0, np) (np a power of two; pad with NaN past the real values) into
-// score_before order. Every thread of the CTA must call it; it synchronises before and after.
-__device__ __forceinline__ void sort_scores_desc(float* key, int64_t np) {
+// Bitonic sort of the positions [0, np) (np a power of two) of a CTA's shared arrays:
+// before(t, l) says whether the element at t belongs before the one at l, swap(t, l) exchanges
+// them; equal elements are never swapped. Every thread of the CTA must call it; it
+// synchronises before and after.
+template <typename Before, typename Swap>
+__device__ __forceinline__ void bitonic_sort(int64_t np, Before before, Swap swap) {
   __syncthreads();
   for (int64_t k = 2; k <= np; k <<= 1) {
     for (int64_t j = k >> 1; j > 0; j >>= 1) {
       for (int64_t t = threadIdx.x; t < np; t += blockDim.x) {
         const int64_t l = t ^ j;
-        if (l > t) {
-          const float a = key[t], b = key[l];
-          const bool up = (t & k) == 0;
-          if (up ? score_before(b, a) : score_before(a, b)) {
-            key[t] = b;
-            key[l] = a;
-          }
-        }
+        if (l > t && ((t & k) == 0 ? before(l, t) : before(t, l))) swap(t, l);
       }
       __syncthreads();
     }
   }
 }
 
-// Bitonic sort of the pairs (key[t], idx[t]), t < np (np a power of two; pad with NaN and
-// INT32_MAX), into score_before order with ties by lower index first: a total order, so the
-// result is the unique stable descending order of the real pairs (the rank-by-counting order of
-// the CPU builders). Every thread of the CTA must call it; it synchronises before and after.
+// key[0, np) into score_before order (pad with NaN past the real values).
+__device__ __forceinline__ void sort_scores_desc(float* key, int64_t np) {
+  bitonic_sort(
+      np, [&](int64_t a, int64_t b) { return score_before(key[a], key[b]); },
+      [&](int64_t a, int64_t b) {
+        const float x = key[a];
+        key[a] = key[b];
+        key[b] = x;
+      });
+}
+
+// The pairs (key[t], idx[t]), t < np (pad with NaN and INT32_MAX), into score_before order
+// with ties by lower index first: a total order, so the result is the unique stable
+// descending order of the real pairs (the rank-by-counting order of the CPU builders).
 __device__ __forceinline__ void sort_pairs_desc(float* key, int32_t* idx, int64_t np) {
-  __syncthreads();
-  for (int64_t k = 2; k <= np; k <<= 1) {
-    for (int64_t j = k >> 1; j > 0; j >>= 1) {
-      for (int64_t t = threadIdx.x; t < np; t += blockDim.x) {
-        const int64_t l = t ^ j;
-        if (l > t) {
-          const float a = key[t], b = key[l];
-          const int32_t ai = idx[t], bi = idx[l];
-          const bool b_first = score_before(b, a) || (!score_before(a, b) && bi < ai);
-          const bool up = (t & k) == 0;
-          if (up == b_first) {
-            key[t] = b;
-            key[l] = a;
-            idx[t] = bi;
-            idx[l] = ai;
-          }
-        }
-      }
-      __syncthreads();
-    }
-  }
+  bitonic_sort(
+      np,
+      [&](int64_t a, int64_t b) {
+        return score_before(key[a], key[b]) || (!score_before(key[b], key[a]) && idx[a] < idx[b]);
+      },
+      [&](int64_t a, int64_t b) {
+        const float x = key[a];
+        key[a] = key[b];
+        key[b] = x;
+        const int32_t i = idx[a];
+        idx[a] = idx[b];
+        idx[b] = i;
+      });
 }
 
 }  // namespace gpu
