@@ -238,12 +238,15 @@ __global__ void __launch_bounds__(kGemmThreads, 1) causal_psa_scores_gemm_kernel
   };
 
   float acc[2][8][4];
+  auto zero_acc = [&] {
 #pragma unroll
-  for (int m = 0; m < 2; ++m)
+    for (int m = 0; m < 2; ++m)
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+      for (int n = 0; n < 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.0f;
+        for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.0f;
+  };
+  zero_acc();
 
 #pragma unroll
   for (int u = 0; u < kGemmStages - 1; ++u) load_step(u);
@@ -370,12 +373,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1) causal_psa_scores_gemm_kernel
         if (I < p.nb && J < p.nb) p.scores[(bh * p.nb + I) * p.nb + J] = sum;
       }
     }
-#pragma unroll
-    for (int m = 0; m < 2; ++m)
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.0f;
+    zero_acc();
   }
   cp_async_wait<0>();
 }
