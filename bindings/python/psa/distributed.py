@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -78,6 +78,26 @@ from ._parallel import merge_attention, sequence_order
 
 __all__ = ["SequenceParallel", "SequenceParallelError", "shard_bounds",
            "enable_sequence_parallel"]
+
+
+def _gather_agreement(text: str, local_error: Optional[str], group: Any, size: int,
+                     device: torch.device, timeout: float,
+                     timed_out: Callable[[Optional[str]], Exception]) -> List[Tuple[int, int]]:
+    """(digest of `text`, 1 if that rank had a local error else 0) of every rank of `group`
+    (`size` ranks), by one all_gather on `device` that waits `timeout` seconds at most; when it
+    does not finish, raises timed_out(the backend's message, or None when the wait only
+    returned False). The caller compares the digests and names what disagrees."""
+    digest = int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "little")
+    mine = torch.tensor([digest, 1 if local_error else 0], dtype=torch.int64, device=device)
+    rows = [torch.zeros_like(mine) for _ in range(size)]
+    work = dist.all_gather(rows, mine, group=group, async_op=True)
+    try:
+        ok = work.wait(timeout=datetime.timedelta(seconds=timeout))
+    except Exception as e:  # gloo raises on timeout; NCCL may too
+        raise timed_out(str(e)) from None
+    if ok is False:
+        raise timed_out(None)
+    return [(int(r[0]), int(r[1])) for r in rows]
 
 
 class SequenceParallelError(RuntimeError):
@@ -321,24 +341,19 @@ class SequenceParallel:
     def _check(self, key: Tuple[Any, ...], local_error: Optional[str]) -> None:
         text = repr((self._fingerprint, self.grid, self.text_length, self._position,
                      self.ulysses_degree, self.ring_degree, self.permute, self.ring_impl, key))
-        digest = int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "little")
-        device = self._device_for_comm(key[-1])
-        mine = torch.tensor([digest, 1 if local_error else 0], dtype=torch.int64,
-                            device=device)
-        rows = [torch.zeros_like(mine) for _ in range(self.size)]
-        work = dist.all_gather(rows, mine, group=self.group, async_op=True)
-        try:
-            ok = work.wait(timeout=datetime.timedelta(seconds=self.timeout))
-        except Exception as e:  # gloo raises on timeout; NCCL may too
-            raise SequenceParallelError(
+
+        def timed_out(detail: Optional[str]) -> Exception:
+            if detail is None:
+                return SequenceParallelError(
+                    "psa.distributed: the agreement check timed out after %.0f s (group %r)"
+                    % (self.timeout, self.ranks))
+            return SequenceParallelError(
                 "psa.distributed: the agreement check timed out after %.0f s: not every rank "
                 "of the group %r reached the first forward of this shape (%s)"
-                % (self.timeout, self.ranks, e)) from None
-        if ok is False:
-            raise SequenceParallelError(
-                "psa.distributed: the agreement check timed out after %.0f s (group %r)"
-                % (self.timeout, self.ranks))
-        values = [(int(r[0]), int(r[1])) for r in rows]
+                % (self.timeout, self.ranks, detail))
+
+        values = _gather_agreement(text, local_error, self.group, self.size,
+                                  self._device_for_comm(key[-1]), self.timeout, timed_out)
         if local_error:
             raise SequenceParallelError(local_error)
         failed = [self.ranks[i] for i, v in enumerate(values) if v[1]]

@@ -47,8 +47,6 @@ by height inside its pipeline; CogVideoX runs sequence-parallel through
 
 from __future__ import annotations
 
-import datetime
-import hashlib
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -153,27 +151,22 @@ class _Cfg:
         CfgParallelError on every rank that arrived; waits `timeout` seconds at most."""
         if key in self.checked and local_error is None:
             return
-        text = repr((self.mode, key))
-        digest = int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "little")
         backend = str(dist.get_backend(self.group)).lower()
         device = (torch.device("cuda", torch.cuda.current_device()) if backend == "nccl"
                   else torch.device("cpu"))
-        mine = torch.tensor([digest, 1 if local_error else 0], dtype=torch.int64,
-                            device=device)
-        rows = [torch.zeros_like(mine) for _ in range(self.degree)]
-        work = dist.all_gather(rows, mine, group=self.group, async_op=True)
-        try:
-            ok = work.wait(timeout=datetime.timedelta(seconds=self.timeout))
-        except Exception as e:  # gloo raises on timeout
-            raise CfgParallelError(
+
+        def timed_out(detail: Optional[str]) -> Exception:
+            if detail is None:
+                return CfgParallelError("psa.xdit: the CFG agreement check timed out after "
+                                        "%.0f s" % self.timeout)
+            return CfgParallelError(
                 "psa.xdit: the CFG agreement check timed out after %.0f s: the other CFG "
-                "rank did not reach this forward (%s)" % (self.timeout, e)) from None
-        if ok is False:
-            raise CfgParallelError("psa.xdit: the CFG agreement check timed out after %.0f s"
-                                   % self.timeout)
+                "rank did not reach this forward (%s)" % (self.timeout, detail))
+
+        values = psd._gather_agreement(repr((self.mode, key)), local_error, self.group,
+                                      self.degree, device, self.timeout, timed_out)
         if local_error:
             raise CfgParallelError(local_error)
-        values = [(int(r[0]), int(r[1])) for r in rows]
         if any(v[1] for v in values):
             raise CfgParallelError("psa.xdit: CFG rank(s) %s rejected their input (see their "
                                    "error)" % [i for i, v in enumerate(values) if v[1]])
