@@ -91,13 +91,19 @@ __device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float*
   if ((lane & ((32 >> kLg) - 1)) == 0 && u < n) tie_row[list[u]] = w[0];
 }
 
-// Per warp of the CTA (warp index threadIdx.x / 32 < kTieListWarps), a list of up to 32 tied
-// key blocks of the row being finished: the tie pass appends a 32-block group's tied blocks
-// with one shared store per tied lane, then sums the list kTie blocks at a time.
-constexpr int kTieListWarps = 12;
-__device__ __forceinline__ int32_t* tie_list() {
-  __shared__ int32_t list[kTieListWarps][32];
-  return list[threadIdx.x >> 5];
+// Per warp of the CTA (warp index threadIdx.x / 32 < kTieListWarps): the tied key blocks
+// (P == 1) of the row being finished, appended by the main loop (one shared atomicAdd per tied
+// block; the list order varies, and no value depends on it), up to kTieListCap of them.
+constexpr int kTieListWarps = 12, kTieListCap = 64;
+struct TieList {
+  int32_t* e;  // [kTieListCap]
+  int* count;  // entries appended; past kTieListCap the row is rescanned
+};
+__device__ __forceinline__ TieList tie_list() {
+  __shared__ int32_t list[kTieListWarps][kTieListCap];
+  __shared__ int count[kTieListWarps];
+  const int w = static_cast<int>(threadIdx.x >> 5);
+  return TieList{list[w], count + w};
 }
 
 // Tie masses of the n >= 1 listed blocks, kTie at a time (the last batch repeats its first).
@@ -121,18 +127,14 @@ __device__ __forceinline__ void tie_flush(const GemmScoreParams& p, const float*
 // writes before the call. A lane takes kBatch key blocks at a time (their loads first: up to
 // 4 * kBatch float4 loads in flight); kBatch 2 spills at the sm90 finishers' 56 registers, so
 // they use 1. With p.ties, (5) the tie masses: 0, and for the few P == 1 blocks of the row the
-// warp-wide sum of their sampled weights (importance_spec.h order), from the same scratch.
-// Finding the P == 1 blocks costs the main loop one bit per block: lane l's block l + 32k sets
-// bit k % 64 of its `top` mask, so the tie pass visits only the 32-block groups whose bit some
-// lane set (the union over the warp) and does not read the row back (an earlier version
-// re-read every block's P from global memory, one dependent load per 32 blocks); a row of more
-// than 64 groups (nk > 2048) recomputes P of the aliased groups' candidates (block_is_top). A
-// group's tied blocks go to the warp's list (tie_list, one shared store per tied lane), and the
-// list is summed kTie blocks at a time (tie_batch: their loads and fp32 tie weights overlap, one
-// reduce-scatter per batch). The zeros of the tie row are written by the normalisation loop;
-// the tie pass runs after it, so the row sum is no longer live in it. kTie is the caller's:
-// 4 on the sm90 finishers, 8 on the sm90 consumers, 2 on the sm80 kernel (PERF_NOTES.md, "Tie
-// masses: fp32 tie weights").
+// warp-wide sum of their sampled weights (importance_spec.h order), from the same scratch. The
+// main loop appends each P == 1 block to the warp's list (tie_list); after the normalisation
+// (whose loop also writes the tie row's zeros) the list is summed kTie blocks at a time
+// (tie_batch: their loads and fp32 tie weights overlap, one reduce-scatter per batch). A row of
+// more than kTieListCap tied blocks (degenerate inputs) finds them again from the scratch
+// (block_is_top), 32 blocks at a time. kTie is the caller's: 4 on the sm90 finishers, 8 on the
+// sm90 consumers, 2 on the sm80 kernel (PERF_NOTES.md, "Tie masses: the list filled by the main
+// loop").
 template <int kBatch, int kTie>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
                                             int64_t bh, int64_t rt, int warp, int n_warps, int lane) {
@@ -147,7 +149,11 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
     const int r0 = il << p.q_shift;
     const float* mr = s_m + r0;
     double s = 0.0;
-    uint64_t top = 0;  // bit k % 64: this lane's block lane + 32 k has P == 1
+    if (p.ties != nullptr) {  // the row's list starts empty (the previous row's reads are done)
+      __syncwarp();
+      if (lane == 0) *tie_list().count = 0;
+      __syncwarp();
+    }
     const float* a = scratch + r0 + lane * kRows;
     for (int64_t j = lane; j < p.nk; j += 32 * kBatch, a += 32 * kBatch * kRows) {
       float y[kBatch];
@@ -160,7 +166,11 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
         const float v = sample_weight(y[u]);
         row[j + 32 * u] = v;
         s += v;
-        if (v == 1.0f) top |= uint64_t{1} << (static_cast<int>((j >> 5) + u) & 63);
+        if (v == 1.0f && p.ties != nullptr) {
+          const TieList tl = tie_list();
+          const int pos = atomicAdd(tl.count, 1);
+          if (pos < kTieListCap) tl.e[pos] = static_cast<int>(j) + 32 * u;
+        }
       }
     }
 #pragma unroll
@@ -172,48 +182,30 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
         if (tie_row != nullptr) tie_row[j] = 0.0f;
       }
     if (tie_row != nullptr) {
-      __syncwarp();  // the zeros before any lane's tie mass (tie_batch writes from another lane)
-      const int nk = static_cast<int>(p.nk);  // < 2^31: a scratch slot holds nk KB
-      const int groups = (nk + 31) >> 5;
-      const uint32_t lo = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(top));
-      const uint32_t hi = __reduce_or_sync(0xffffffffu, static_cast<uint32_t>(top >> 32));
-      uint64_t any = (static_cast<uint64_t>(hi) << 32) | lo;  // warp-uniform
-      // The marked blocks' scratch columns (q_count floats, 1-4 lines each) are fetched into L1
-      // at once, so the warp's sums below do not wait on L2 one tied block after another (no
-      // registers, no effect on any value; with aliasing, groups > 64, a line may be a wasted one).
-      for (uint64_t t = top; t != 0u; t &= t - 1u) {
-        const int j = (__ffsll(static_cast<long long>(t)) - 1) * 32 + lane;
-        if (j < nk) {
-          const float* col = scratch + r0 + static_cast<int64_t>(j) * kRows;
-          for (int r = 0; r < p.q_count; r += 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(col + r));
-        }
-      }
-      int32_t* list = tie_list();
-      int n = 0;  // listed blocks (warp-uniform)
+      __syncwarp();  // the zeros and the list's entries before the sums (tie_batch writes from another lane)
+      const TieList tl = tie_list();
+      const int n = *tl.count;  // warp-uniform
+      if (n <= kTieListCap) {
+        if (n > 0) tie_flush<kTie>(p, scratch + r0, mr, tie_row, tl.e, n, lane);
+      } else {  // more than kTieListCap ties: P == 1 found again from the scratch
+        const int nk = static_cast<int>(p.nk);  // < 2^31: a scratch slot holds nk KB
+        __syncwarp();  // every lane has read the count before the list is rewritten
+        int m = 0;  // listed blocks (warp-uniform)
 #pragma unroll 1
-      while (any != 0u) {
-        const int bit = __ffsll(static_cast<long long>(any)) - 1;
-        any &= any - 1u;
-        const bool mine = ((top >> bit) & 1u) != 0u;
-#pragma unroll 1
-        for (int k = bit; k < groups; k += 64) {
+        for (int k = 0; k < ((nk + 31) >> 5); ++k) {
           const int j = k * 32 + lane;
-          // Without aliasing (groups <= 64) the bit is the block's; else P == 1 is recomputed
-          // from the scratch by the main loop's operations (rare: nk > 2048).
-          const bool t = mine && j < nk &&
-                         (groups <= 64 ||
-                          block_is_top(scratch + r0 + static_cast<int64_t>(j) * kRows, mr, p.q_count));
+          const bool t = j < nk && block_is_top(scratch + r0 + static_cast<int64_t>(j) * kRows, mr, p.q_count);
           const unsigned tied = __ballot_sync(0xffffffffu, t);
           const int c = __popc(tied);
-          if (n + c > 32) {  // rare: more than 32 ties in the row so far
-            tie_flush<kTie>(p, scratch + r0, mr, tie_row, list, n, lane);
-            n = 0;
+          if (m + c > kTieListCap) {
+            tie_flush<kTie>(p, scratch + r0, mr, tie_row, tl.e, m, lane);
+            m = 0;
           }
-          if (t) list[n + __popc(tied & ((1u << lane) - 1u))] = j;
-          n += c;
+          if (t) tl.e[m + __popc(tied & ((1u << lane) - 1u))] = j;
+          m += c;
         }
+        if (m > 0) tie_flush<kTie>(p, scratch + r0, mr, tie_row, tl.e, m, lane);
       }
-      if (n > 0) tie_flush<kTie>(p, scratch + r0, mr, tie_row, list, n, lane);
     }
   }
 }
