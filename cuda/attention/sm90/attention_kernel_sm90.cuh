@@ -6,10 +6,13 @@
 // (batch, head) and their work list) r = blockIdx.x, blockIdx.x + gridDim.x, ...; at any time
 // the CTAs work on neighbouring rows, so they share K/V in L2 as a (Mq, Hq, B) grid did (with
 // dense causal attention the walk goes longest rows first across heads: see decode).
-//   warpgroup 0 (producer, one working warp; a second when Q is read in place through q_rows:
-//     warp 1 then loads Q as one box per row and panel): per row, plans the row's tile stream,
-//     loads its Q into one of two Q slots and its K/V tiles of 128 packed tokens into a ring of
-//     shared-memory stages with TMA. The ring runs on across rows, so the next row's Q and
+//   warpgroup 0 (producer, two working warps; a third when Q is read in place through q_rows:
+//     warp 1 then loads Q as one box per row and panel): per row, warp 0 (the K warp) plans
+//     the row's tile stream, loads its Q into one of two Q slots and its K tiles of 128 packed
+//     tokens into a ring of shared-memory stages with TMA; warp 2 (the V warp) walks the same
+//     plan and loads the V tiles, so a K tile never waits behind the previous V tile's free
+//     slot (one warp for both measured 6-17% slower on pyramid rows; PERF_NOTES.md). The ring
+//     runs on across rows, so the next row's Q and
 //     first tiles load while the consumers finish the current one (its last products and its
 //     epilogue). A tile is a list of work-list entries, each a contiguous run of block_n/p rows
 //     of one level's K/V, so every entry is one TMA box per 64-column panel (tensor maps per
@@ -62,7 +65,7 @@ struct Traits {
   static constexpr size_t kOffTok = kOffV + kStages * kTileBytes;
   static constexpr size_t kOffFlag = kOffTok + sizeof(int32_t) * kStages * kKT;
   static constexpr size_t kOffBar = kOffFlag + sizeof(int32_t) * kStages * 4;
-  static constexpr int kBars = 4 * kStages + 4;  // full K, full V, empty K, empty V; Q full, Q free x 2
+  static constexpr int kBars = 4 * kStages + 6;  // full K, full V, empty K, empty V; Q full, Q free, plan x 2
   static constexpr size_t kOffPlan = kOffBar + sizeof(uint64_t) * kBars;  // a RowPlan per Q slot
   // +1024: the dynamic shared window is rounded up to the 1024-byte swizzle atom.
   static constexpr size_t kSmemBytes = kOffPlan + 2 * sizeof(RowPlan) + 1024;
@@ -109,6 +112,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   auto bar_ev = [&](int s) { return bar0 + 8u * (3 * S + s); };
   auto bar_qf = [&](int q) { return bar0 + 8u * (4 * S + q); };
   auto bar_qe = [&](int q) { return bar0 + 8u * (4 * S + 2 + q); };
+  auto bar_pl = [&](int q) { return bar0 + 8u * (4 * S + 4 + q); };
   // Q slot q and its row plan.
   auto q_slot = [&](int q) { return reinterpret_cast<T*>(smem + Tr::kOffQ + q * Tr::kQBytes); };
   auto plan_of = [&](int q) { return reinterpret_cast<RowPlan*>(smem + Tr::kOffPlan) + q; };
@@ -135,13 +139,14 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
 
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
-      // K landed: every producer lane (each releases its own token-list writes; lane 0 also
-      // sets the expected bytes), then the TMA bytes. V landed: lane 0 + bytes. K free: every
-      // consumer thread (each releases its own reads of the token list). V free: one arrival
-      // per consumer warp. Per-thread arrivals where shared data is handed over keep
-      // compute-sanitizer racecheck able to see the ordering.
+      // K landed: every lane of the K warp (each releases its own token-list writes; lane 0
+      // also sets the expected bytes), then the TMA bytes. V landed: every lane of the V warp
+      // (each releases its own reads of the row plan, which the K warp rewrites two rows
+      // later), then the bytes. K free: every consumer thread (each releases its own reads of
+      // the token list). V free: one arrival per consumer warp. Per-thread arrivals where
+      // shared data is handed over keep compute-sanitizer racecheck able to see the ordering.
       mbar_init(bar_k(s), 32);
-      mbar_init(bar_v(s), 1);
+      mbar_init(bar_v(s), 32);
       mbar_init(bar_ek(s), 256);
       mbar_init(bar_ev(s), 8);
     }
@@ -150,6 +155,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       // of warp 1, which loads Q (and sets the expected bytes) on its own.
       mbar_init(bar_qf(q), p.q_rows != nullptr ? 2 : 1);
       mbar_init(bar_qe(q), 256);  // every consumer thread, after its last read of the slot
+      mbar_init(bar_pl(q), 1);    // producer lane 0, after writing the row plan (for the V warp)
     }
     mbar_init_fence();
   }
@@ -157,8 +163,9 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
 
   if (wg == 0) {
     // ================================ producer ================================
-    // One warp does the work: lanes resolve the 128 tokens of a tile (4 each) and issue
-    // the TMA boxes of its entries; the other three warps only give up their registers.
+    // Two warps do the work, the K warp (0) and the V warp (2): per tile, lanes take the
+    // entries (and for the K warp's token list, 4 tokens each) and issue their TMA boxes;
+    // warp 3 (and warp 1 unless Q is read in place) only gives up its registers.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegs));
     if (warp == 1 && p.q_rows != nullptr) {
       // Q read in place: one single-row box per row and 64-column panel (the map's boxes are
@@ -187,7 +194,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       }
       return;
     }
-    if (warp != 0) return;
+    const bool vw = warp == 2;  // the V warp (warp 0 is the K warp)
+    if (warp != 0 && !vw) return;
     constexpr int kPanels = D / 64;
     int32_t T0 = 0;  // ring position of the row's first tile
     int n = 0;       // rows done by this CTA
@@ -198,9 +206,14 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       const int64_t x0 = i * BM;
       const int q = n & 1;
       RowPlan* plan = plan_of(q);
-      if (n >= 2) mbar_wait(bar_qe(q), ((n >> 1) - 1) & 1);
-      if (lane == 0) {
+      if (vw) {
+        mbar_wait(bar_pl(q), (n >> 1) & 1);  // the row's plan is in place
+      } else if (n >= 2) {
+        mbar_wait(bar_qe(q), ((n >> 1) - 1) & 1);
+      }
+      if (lane == 0 && !vw) {
         plan_row_stream(p, row, x0, BM, KT, plan);
+        mbar_arrive(bar_pl(q));  // releases the plan to the V warp
         if (p.q_rows != nullptr) {
           mbar_arrive(bar_qf(q));  // releases the plan; warp 1 loads Q
         } else {
@@ -245,15 +258,15 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
         // key; computing that from the entries too made the d128 producer spill, 52 bytes).
         bool all = w0 + KT <= ntok[li];
         int32_t last = -1;  // last key position any token of the tile covers (causal fast path)
-        if (all && li == 0 && !p.dense) {
+        if (!vw && all && li == 0 && !p.dense) {
           bool in = true;
 #pragma unroll
           for (int j = 0; j < 4; ++j)
             if (lane + 32 * j < entries) in = in && (static_cast<int64_t>(ent[j]) + 1) * P <= p.len_k;
           all = __all_sync(0xffffffffu, in) != 0;
         }
-        const bool lists = !all || p.causal;  // warp-uniform
-        if (u_ring >= S) mbar_wait(bar_ek(s), use_parity);
+        const bool lists = !vw && (!all || p.causal);  // warp-uniform
+        if (u_ring >= S && !vw) mbar_wait(bar_ek(s), use_parity);
         if (lists) {
           all = true;
 #pragma unroll
@@ -299,23 +312,29 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
             }
           }
         };
-        zero_tail(dk);
-        if (lane == 0) {
-          sFlag[s * 4] = all;
-          sFlag[s * 4 + 1] = last;
-        }
-        __syncwarp();
         const uint32_t bytes = static_cast<uint32_t>(loaded) * D * 2;
-        if (lane == 0)
-          mbar_arrive_expect_tx(bar_k(s), bytes);  // releases sTok / sFlag / zeros
-        else
-          mbar_arrive(bar_k(s));
-        load_boxes(dk, &sp.k[li], bar_k(s));
-        if (u_ring >= S) mbar_wait(bar_ev(s), use_parity);
-        zero_tail(dv);
-        __syncwarp();
-        if (lane == 0) mbar_arrive_expect_tx(bar_v(s), bytes);
-        load_boxes(dv, &sp.v[li], bar_v(s));
+        if (!vw) {
+          zero_tail(dk);
+          if (lane == 0) {
+            sFlag[s * 4] = all;
+            sFlag[s * 4 + 1] = last;
+          }
+          __syncwarp();
+          if (lane == 0)
+            mbar_arrive_expect_tx(bar_k(s), bytes);  // releases sTok / sFlag / zeros
+          else
+            mbar_arrive(bar_k(s));
+          load_boxes(dk, &sp.k[li], bar_k(s));
+        } else {
+          if (u_ring >= S) mbar_wait(bar_ev(s), use_parity);
+          zero_tail(dv);
+          __syncwarp();
+          if (lane == 0)
+            mbar_arrive_expect_tx(bar_v(s), bytes);  // releases the zeros and this lane's plan reads
+          else
+            mbar_arrive(bar_v(s));
+          load_boxes(dv, &sp.v[li], bar_v(s));
+        }
       }
       T0 += total;
     }

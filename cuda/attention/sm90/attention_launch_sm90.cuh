@@ -64,8 +64,7 @@ cudaError_t launch_sparse_attention_sm90(const AttnKernelParams& p, int64_t batc
   using Tr = Traits<D>;
   Sm90Params sp;
   if (!make_sm90_params(p, std::is_same<T, __half>::value, D, batch, &sp)) return cudaErrorNotSupported;
-  auto kernel = sparse_attention_sm90_kernel<T, D>;
-  cudaError_t e = cudaFuncSetAttribute(kernel,
+  cudaError_t e = cudaFuncSetAttribute(sparse_attention_sm90_kernel<T, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(Tr::kSmemBytes));
   if (e != cudaSuccess) return e;
@@ -75,7 +74,7 @@ cudaError_t launch_sparse_attention_sm90(const AttnKernelParams& p, int64_t batc
   if (ctas > sms) ctas = sms;
   if (p.max_ctas > 0 && ctas > p.max_ctas) ctas = p.max_ctas;
   const unsigned grid = static_cast<unsigned>(ctas);
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(sp);
+  sparse_attention_sm90_kernel<T, D><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(sp);
   return cudaGetLastError();
 }
 
