@@ -11,7 +11,7 @@
 //     the row's tile stream, loads its Q into one of two Q slots and its K tiles of 128 packed
 //     tokens into a ring of shared-memory stages with TMA; warp 2 (the V warp) walks the same
 //     plan and loads the V tiles, so a K tile never waits behind the previous V tile's free
-//     slot (one warp for both measured 6-17% slower on pyramid rows; PERF_NOTES.md). The ring
+//     slot (one warp for both measured 5-17% slower on pyramid rows and presets; PERF_NOTES.md). The ring
 //     runs on across rows, so the next row's Q and
 //     first tiles load while the consumers finish the current one (its last products and its
 //     epilogue). A tile is a list of work-list entries, each a contiguous run of block_n/p rows
