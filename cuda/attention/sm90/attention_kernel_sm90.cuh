@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
         // path, 4 shuffles, token arithmetic and 4 shared stores per tile: skipping it (and the
         // proxy fences of an empty zero tail) made level-1 tiles 12-15% faster (PERF_NOTES.md,
         // "The producer warp's per-tile work"). Causal tiles keep it (they need the last covered
-        // key; computing that from the entries too made the d128 producer spill, 52 bytes).
+        // key; computing that from the entries too added a 52-byte spill at d128).
         bool all = w0 + KT <= ntok[li];
         int32_t last = -1;  // last key position any token of the tile covers (causal fast path)
         if (!vw && all && li == 0 && !p.dense) {
