@@ -3,7 +3,7 @@
 // build_mask_row does (short runs by one warp, long runs by a second radix sort); every score
 // kernel (per-block, sm80 GEMM, sm90 GEMM with and without finisher warps) gives importance_cpu's
 // tie masses bit for bit on inputs whose logits are exact, rows of more than 2048 key blocks
-// included; whole forwards on such inputs give the CPU backend's level map. A disabled timing
+// and rows of more than 64 tied blocks included; whole forwards on such inputs give the CPU backend's level map. A disabled timing
 // test measures the cost of the rule. Skips without a device.
 #include <gtest/gtest.h>
 

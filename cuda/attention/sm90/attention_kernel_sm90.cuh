@@ -11,12 +11,12 @@
 //     the row's tile stream, loads its Q into one of two Q slots and its K tiles of 128 packed
 //     tokens into a ring of shared-memory stages with TMA; warp 2 (the V warp) walks the same
 //     plan and loads the V tiles, so a K tile never waits behind the previous V tile's free
-//     slot (one warp for both measured 5-17% slower on pyramid rows and presets; PERF_NOTES.md). The ring
-//     runs on across rows, so the next row's Q and
-//     first tiles load while the consumers finish the current one (its last products and its
-//     epilogue). A tile is a list of work-list entries, each a contiguous run of block_n/p rows
-//     of one level's K/V, so every entry is one TMA box per 64-column panel (tensor maps per
-//     level, boxes of block_n/p rows); completion is counted in bytes on the stage's mbarrier;
+//     slot (one warp for both measured 5-17% slower on pyramid rows and presets;
+//     PERF_NOTES.md). The ring runs on across rows, so the next row's Q and first tiles load
+//     while the consumers finish the current one (its last products and its epilogue). A tile
+//     is a list of work-list entries, each a contiguous run of block_n/p rows of one level's
+//     K/V, so every entry is one TMA box per 64-column panel (tensor maps per level, boxes of
+//     block_n/p rows); completion is counted in bytes on the stage's mbarrier;
 //   warpgroups 1, 2 (consumers, 64 query rows each): S = Q K^T with wgmma (both operands in
 //     shared memory), online softmax in registers, O += P V with P from registers. The
 //     QK^T of tile t is issued before the PV of tile t-1, so the softmax of one overlaps the
