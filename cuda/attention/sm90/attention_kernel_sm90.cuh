@@ -248,46 +248,6 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
           for (int j = 0; j < 4; ++j)
             if (lane + 32 * j < entries) ent[j] = __ldg(src + lane + 32 * j);
         }
-        // The per-key token list (sTok) is what the consumers' masked path reads; a non-causal
-        // tile whose every row is a valid token does not need it. Told from the entries (one test
-        // per lane): rows past the level's stream are not valid, nor at level 1 the tokens of a
-        // key block past len_k. The list loop costs the producer warp, which is on the critical
-        // path, 4 shuffles, token arithmetic and 4 shared stores per tile: skipping it (and the
-        // proxy fences of an empty zero tail) made level-1 tiles 12-15% faster (PERF_NOTES.md,
-        // "The producer warp's per-tile work"). Causal tiles keep it (they need the last covered
-        // key; computing that from the entries too added a 52-byte spill at d128).
-        bool all = w0 + KT <= ntok[li];
-        int32_t last = -1;  // last key position any token of the tile covers (causal fast path)
-        if (!vw && all && li == 0 && !p.dense) {
-          bool in = true;
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            if (lane + 32 * j < entries) in = in && (static_cast<int64_t>(ent[j]) + 1) * P <= p.len_k;
-          all = __all_sync(0xffffffffu, in) != 0;
-        }
-        const bool lists = !vw && (!all || p.causal);  // warp-uniform
-        if (u_ring >= S && !vw) mbar_wait(bar_ek(s), use_parity);
-        if (lists) {
-          all = true;
-#pragma unroll
-          for (int u = 0; u < KT / 32; ++u) {
-            const int rr = u * 32 + lane;
-            const int32_t w = w0 + rr;
-            // Key rr belongs to entry rr >> lg, held by lane (rr >> lg) & 31 in ent[u >> lg]
-            // (the same slot on every lane, since 32 lanes span at most 32 entries).
-            const int j = u >> lg;
-            const int32_t ej = j == 0 ? ent[0] : j == 1 ? ent[1] : j == 2 ? ent[2] : ent[3];
-            const int32_t blk = __shfl_sync(0xffffffffu, ej, (rr >> lg) & 31);
-            int64_t tok = -1;
-            if (w < ntok[li]) tok = p.dense ? w : static_cast<int64_t>(blk) * P + (rr & (P - 1));
-            const bool valid = tok >= 0 && (li > 0 || tok < p.len_k);
-            all = all && valid;
-            if (valid) last = max(last, static_cast<int32_t>(((tok + 1) << li) - 1));
-            sTok[s * KT + rr] = valid ? static_cast<int32_t>(tok) : -1;
-          }
-          all = __all_sync(0xffffffffu, all) != 0;
-          last = __reduce_max_sync(0xffffffffu, last);
-        }
         // Rows past the stream's end get zeros (never NaN garbage into the products); then one
         // TMA box per entry and 64-column panel.
         T* dk = sK + s * KT * D;
@@ -313,7 +273,47 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
           }
         };
         const uint32_t bytes = static_cast<uint32_t>(loaded) * D * 2;
-        if (!vw) {
+        if (!vw) {  // the K warp: the token list where a consumer reads it, then the K boxes
+          // The per-key token list (sTok) is what the consumers' masked path reads; a
+          // non-causal tile whose every row is a valid token does not need it. Told from the
+          // entries (one test per lane): rows past the level's stream are not valid, nor at
+          // level 1 the tokens of a key block past len_k. The list loop costs this warp, which
+          // is on the critical path, 4 shuffles, token arithmetic and 4 shared stores per tile:
+          // skipping it (and the proxy fences of an empty zero tail) made level-1 tiles 12-15%
+          // faster (PERF_NOTES.md, "The producer warp's per-tile work"). Causal tiles keep it
+          // (they need the last covered key; computing that from the entries too added a
+          // 52-byte spill at d128).
+          bool all = w0 + KT <= ntok[li];
+          int32_t last = -1;  // last key position any token of the tile covers (causal fast path)
+          if (all && li == 0 && !p.dense) {
+            bool in = true;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+              if (lane + 32 * j < entries) in = in && (static_cast<int64_t>(ent[j]) + 1) * P <= p.len_k;
+            all = __all_sync(0xffffffffu, in) != 0;
+          }
+          if (u_ring >= S) mbar_wait(bar_ek(s), use_parity);
+          if (!all || p.causal) {  // warp-uniform
+            all = true;
+#pragma unroll
+            for (int u = 0; u < KT / 32; ++u) {
+              const int rr = u * 32 + lane;
+              const int32_t w = w0 + rr;
+              // Key rr belongs to entry rr >> lg, held by lane (rr >> lg) & 31 in ent[u >> lg]
+              // (the same slot on every lane, since 32 lanes span at most 32 entries).
+              const int j = u >> lg;
+              const int32_t ej = j == 0 ? ent[0] : j == 1 ? ent[1] : j == 2 ? ent[2] : ent[3];
+              const int32_t blk = __shfl_sync(0xffffffffu, ej, (rr >> lg) & 31);
+              int64_t tok = -1;
+              if (w < ntok[li]) tok = p.dense ? w : static_cast<int64_t>(blk) * P + (rr & (P - 1));
+              const bool valid = tok >= 0 && (li > 0 || tok < p.len_k);
+              all = all && valid;
+              if (valid) last = max(last, static_cast<int32_t>(((tok + 1) << li) - 1));
+              sTok[s * KT + rr] = valid ? static_cast<int32_t>(tok) : -1;
+            }
+            all = __all_sync(0xffffffffu, all) != 0;
+            last = __reduce_max_sync(0xffffffffu, last);
+          }
           zero_tail(dk);
           if (lane == 0) {
             sFlag[s * 4] = all;
@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
           else
             mbar_arrive(bar_k(s));
           load_boxes(dk, &sp.k[li], bar_k(s));
-        } else {
+        } else {  // the V warp: the V boxes once the consumers have freed the stage's V
           if (u_ring >= S) mbar_wait(bar_ev(s), use_parity);
           zero_tail(dv);
           __syncwarp();
