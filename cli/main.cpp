@@ -10,16 +10,6 @@
 #include "json.h"
 #include "options.h"
 
-namespace psa_cli {
-
-std::string library_error(psa_status status) {
-  std::string msg = psa_last_error_message();
-  if (msg.empty()) msg = psa_status_string(status);
-  return msg + " (" + psa_status_name(status) + ")";
-}
-
-}  // namespace psa_cli
-
 namespace {
 
 const char* const kUsage =

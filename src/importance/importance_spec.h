@@ -5,8 +5,8 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
+#include "core/bits.h"
 #include "core/hd.h"
 
 namespace psa {
@@ -107,19 +107,7 @@ PSA_HD float tie_weight(float y) {
   p = fmaf(p, f, 0.5f);
   p = fmaf(p, f, 1.0f);
   p = fmaf(p, f, 1.0f);
-  uint32_t pb, tb;
-#if defined(__CUDA_ARCH__)
-  pb = __float_as_uint(p);
-  tb = __float_as_uint(t);
-  return __uint_as_float(pb + (tb << 23));
-#else
-  std::memcpy(&pb, &p, sizeof pb);
-  std::memcpy(&tb, &t, sizeof tb);
-  pb += tb << 23;
-  float r;
-  std::memcpy(&r, &pb, sizeof r);
-  return r;
-#endif
+  return bits_float(float_bits(p) + (float_bits(t) << 23));
 }
 
 constexpr int kTieLanes = 32;

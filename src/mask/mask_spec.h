@@ -4,8 +4,8 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
+#include "core/bits.h"
 #include "core/hd.h"
 
 namespace psa {
@@ -61,12 +61,7 @@ PSA_HD bool ranks_before(float a, int64_t ia, float b, int64_t ib) {
 PSA_HD uint32_t rank_key(float s) {
   if (s != s) return 0xffffffffu;
   if (s == 0.0f) s = 0.0f;  // -0 -> +0
-  uint32_t u;
-#if defined(__CUDA_ARCH__)
-  u = __float_as_uint(s);
-#else
-  std::memcpy(&u, &s, sizeof u);
-#endif
+  const uint32_t u = float_bits(s);
   const uint32_t ascending = (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
   return ~ascending;
 }
@@ -75,13 +70,7 @@ PSA_HD uint32_t rank_key(float s) {
 // second stable sort by it reorders a run of equal scores; -0 counts as 0).
 PSA_HD uint32_t tie_key(float t) {
   if (!(t > 0.0f)) return 0xffffffffu;
-  uint32_t u;
-#if defined(__CUDA_ARCH__)
-  u = __float_as_uint(t);
-#else
-  std::memcpy(&u, &t, sizeof u);
-#endif
-  return ~u;
+  return ~float_bits(t);
 }
 
 // ---- Rank intervals per slot (spec 4.3, 4.4) ----------------------------------------------

@@ -1,0 +1,285 @@
+// benchmarks/fp8_accuracy.cpp -- accuracy of the 8-bit ("fp8") attention rule
+// (attention/attention_fp8.h) on the standard shapes, before any kernel of that precision: the
+// CPU oracle against dense attention, next to the bf16 path on the same mask. Host only.
+//
+// Per shape: a few heads of the CLI's video-like inputs (cli/synthetic.h, `psa run`'s), rounded
+// to bf16, in the four variants of make_input below. Tokens in Gilbert order with the text at
+// the end, as the model presets rearrange them. Mask: the importance stage (sample divisor 4,
+// tie masses) and the topk rule at the configuration BENCHMARKS.md leads with
+// (cli/standard_shapes.h: block_m 128, block_n 64, tile_n 32, ratio ends 0.10 / 0.15 / 0.15 /
+// 0.35); the model's text rule and similarity cap are left out. A few query blocks per head
+// (spread over the sequence) are evaluated against every key:
+//   dense  = attention over all keys (fp32 arithmetic on the bf16 inputs),
+//   bf16   = the mixed-level attention of the CPU oracle on the mask,
+//   8-bit  = sparse_attention_fp8_cpu on the same mask, for the rule and its variants.
+// Reported: rel-L2 against dense and the ratio to the bf16 path's (the target is <= 1.5), and the
+// 8-bit path's own error (against bf16 on the same mask).
+//
+// Build from a CPU (or CUDA) build directory: cmake --build build --target fp8_accuracy
+// Run: build/benchmarks/fp8_accuracy [--shapes cogvideox,wan13,wan14] [--heads 2] [--blocks 4]
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attention/attention.h"
+#include "attention/attention_fp8.h"
+#include "cli/host_tensor.h"
+#include "cli/standard_shapes.h"
+#include "cli/synthetic.h"
+#include "importance/importance.h"
+#include "mask/mask.h"
+#include "pool/pool.h"
+#include "rearrange/rearrange.h"
+
+namespace {
+
+constexpr int64_t kBlockM = 128, kBlockN = 64;
+constexpr int kVariants = 10;
+const char* const kVariantNames[kVariants] = {
+    "rule",          "no K smoothing",       "Q scale per row",    "l from unquantized p",
+    "Q, K as e4m3",  "P, V as uint8 / int8", "K mean of block firsts", "only Q, K rounded",
+    "only P rounded", "only V rounded"};
+psa::Fp8Rule variant_rule(int v) {
+  psa::Fp8Rule r;  // the rule
+  r.smooth_k = v != 1;
+  r.q_per_row = v == 2;
+  r.l_quantized = v != 3;
+  r.qk_int8 = v != 4;
+  r.pv_int8 = v == 5;
+  r.mean_of_block_firsts = v == 6;
+  r.round_qk = v < 7 || v == 7;
+  r.round_p = v < 7 || v == 8;
+  r.round_v = v < 7 || v == 9;
+  return r;
+}
+
+// Squared-error sums of one (shape, input) over heads and evaluated rows.
+struct Sums {
+  double dense2 = 0, bf16 = 0, fp8[kVariants] = {}, quant = 0, bf16_2 = 0;
+  double work = 0, blocks = 0;
+  void add(const Sums& o) {
+    dense2 += o.dense2;
+    bf16 += o.bf16;
+    for (int v = 0; v < kVariants; ++v) fp8[v] += o.fp8[v];
+    quant += o.quant;
+    bf16_2 += o.bf16_2;
+    work += o.work;
+    blocks += o.blocks;
+  }
+};
+
+double sq_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+  return s;
+}
+double sq_norm(const std::vector<float>& a) {
+  double s = 0;
+  for (float x : a) s += double(x) * x;
+  return s;
+}
+
+// One head: q, k, v [L, d] fp32 (bf16 values) in the rearranged order.
+Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v, int64_t L,
+              int64_t d, int64_t head, int blocks) {
+  Sums s;
+  const int64_t mq = (L + kBlockM - 1) / kBlockM, nk = (L + kBlockN - 1) / kBlockN;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  // Importance and mask.
+  std::vector<float> scores(mq * nk), ties(mq * nk);
+  std::vector<int32_t> shuffle(std::max(kBlockM, kBlockN)), qo(kBlockM / 4), ko(kBlockN / 4);
+  psa::ImportanceSampling smp;
+  smp.seed = 42;
+  smp.head = head;
+  smp.q_count = static_cast<int32_t>(kBlockM / 4);
+  smp.k_count = static_cast<int32_t>(kBlockN / 4);
+  psa::importance_head_cpu(q.data(), L, k.data(), L, d, kBlockM, kBlockN, scale, smp, shuffle.data(), qo.data(),
+                           ko.data(), scores.data(), ties.data());
+  psa::MaskRowParams mp;
+  mp.mode = PSA_MASK_MODE_TOPK;
+  mp.block_n = kBlockN;
+  mp.tile_n = 32;
+  const double ends[5] = {0.10, 0.15, 0.15, 0.35, 1.0};
+  std::copy(ends, ends + 5, mp.ratio_end);
+  std::vector<int8_t> levels(mq * nk);
+  for (int64_t i = 0; i < mq; ++i)
+    psa::build_mask_row(scores.data() + i * nk, nk, mp, levels.data() + i * nk, nullptr, nullptr,
+                        ties.data() + i * nk);
+  for (int8_t l : levels) s.work += l > 0 ? 1.0 / l : 0.0;
+  s.blocks = static_cast<double>(mq * nk);
+  // Pyramids.
+  const int64_t padded = nk * kBlockN;
+  std::vector<float> kl[3], vl[3];
+  float* kout[3];
+  float* vout[3];
+  for (int i = 0; i < 3; ++i) {
+    kl[i].resize(padded / (2 << i) * d);
+    vl[i].resize(padded / (2 << i) * d);
+    kout[i] = kl[i].data();
+    vout[i] = vl[i].data();
+  }
+  psa::pool_kv_cpu(k.data(), v.data(), L, d, nk, kBlockN, kout, vout);
+  psa::Pyramid kp, vp;
+  kp.level[0] = k.data();
+  vp.level[0] = v.data();
+  for (int i = 0; i < 3; ++i) {
+    kp.level[i + 1] = kl[i].data();
+    vp.level[i + 1] = vl[i].data();
+  }
+  std::vector<psa::Fp8HeadCpu> h8;
+  for (int vi = 0; vi < kVariants; ++vi)
+    h8.push_back(psa::fp8_quantize_head_cpu(q.data(), L, kp, vp, L, d, kBlockM, kBlockN, variant_rule(vi)));
+  // Query blocks spread over the sequence.
+  for (int b = 0; b < blocks; ++b) {
+    const int64_t i = std::min(mq - 1, static_cast<int64_t>((b + 0.5) * static_cast<double>(mq) / blocks));
+    const int64_t x0 = i * kBlockM, rows = std::min(kBlockM, L - x0);
+    std::vector<float> dense(rows * d), bf16(rows * d), fp8(rows * d);
+    psa::dense_attention_cpu(q.data() + x0 * d, rows, k.data(), v.data(), L, d, scale, false, dense.data(),
+                             nullptr);
+    psa::sparse_attention_cpu(q.data() + x0 * d, rows, kp, vp, L, d, kBlockM, kBlockN, levels.data() + i * nk,
+                              scale, false, bf16.data(), nullptr);
+    s.dense2 += sq_norm(dense);
+    s.bf16 += sq_diff(bf16, dense);
+    s.bf16_2 += sq_norm(bf16);
+    for (int vi = 0; vi < kVariants; ++vi) {
+      psa::sparse_attention_fp8_cpu(h8[vi], levels.data(), scale, false, x0, rows, fp8.data(), nullptr);
+      s.fp8[vi] += sq_diff(fp8, dense);
+      if (vi == 0) s.quant += sq_diff(fp8, bf16);
+    }
+  }
+  return s;
+}
+
+// Inputs: the CLI's video-like heads as they are (q and k read one smooth field, so a query's
+// logits peak sharply at its neighbours: the mask loses almost nothing); the same with q x 0.5
+// (softer rows: the bf16 path's error a few per cent, as PSA has on model activations); and the
+// softer heads with four channels multiplied by 30, in k only and in q, k and v. Every value is
+// rounded to bf16 again.
+constexpr int kInputs = 4;
+const char* const kInputNames[kInputs] = {"video-like (CLI)", "video-like, q x 0.5", "q x 0.5, 4 channels of k x30",
+                                          "q x 0.5, 4 channels of q, k, v x30"};
+void make_input(int kind, std::vector<float>& q, std::vector<float>& k, std::vector<float>& v, int64_t d) {
+  const int64_t L = static_cast<int64_t>(q.size()) / d;
+  if (kind >= 1)
+    for (float& x : q) x = psa_cli::round_to_dtype(0.5f * x, PSA_DTYPE_BF16);
+  if (kind >= 2) {
+    const int64_t chans[4] = {1, 7, 33, 50};
+    for (std::vector<float>* x : {&q, &k, &v}) {
+      if (kind == 2 && x != &k) continue;
+      for (int64_t i = 0; i < L; ++i)
+        for (int64_t c : chans) (*x)[i * d + c] = psa_cli::round_to_dtype(30.0f * (*x)[i * d + c], PSA_DTYPE_BF16);
+    }
+  }
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t a = 0;
+  while (a <= s.size()) {
+    const size_t b = std::min(s.find(',', a), s.size());
+    if (b > a) out.push_back(s.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string shapes = "cogvideox,wan13,wan14";
+  int heads = 2, blocks = 4;
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    const bool has_value = a + 1 < argc;
+    if (arg == "--shapes" && has_value) {
+      shapes = argv[++a];
+    } else if (arg == "--heads" && has_value) {
+      heads = std::atoi(argv[++a]);
+    } else if (arg == "--blocks" && has_value) {
+      blocks = std::atoi(argv[++a]);
+    } else {
+      std::fprintf(stderr, "usage: fp8_accuracy [--shapes cogvideox,wan13,wan14] [--heads N] [--blocks N]\n");
+      return arg == "--help" || arg == "-h" ? 0 : 2;
+    }
+  }
+  if (heads < 1 || blocks < 1) {
+    std::fprintf(stderr, "fp8_accuracy: --heads and --blocks must be at least 1\n");
+    return 2;
+  }
+  std::printf("| shape | inputs | density | bf16 PSA vs dense | 8-bit PSA vs dense (ratio to bf16) | 8-bit vs bf16 PSA |");
+  for (int vi = 1; vi < kVariants; ++vi) std::printf(" %s |", kVariantNames[vi]);
+  std::printf("\n|---|---|---|---|---|---|");
+  for (int vi = 1; vi < kVariants; ++vi) std::printf("---|");
+  std::printf("\n");
+  for (const std::string& key : split(shapes)) {
+    const psa_cli::StandardShape* sh = nullptr;
+    for (const auto& s : psa_cli::kStandardShapes)
+      if (key == s.key) sh = &s;
+    if (sh == nullptr) {
+      std::fprintf(stderr, "fp8_accuracy: unknown shape '%s' (cogvideox, wan13, wan14)\n", key.c_str());
+      return 2;
+    }
+    psa_cli::VideoGrid grid;
+    grid.t = sh->t;
+    grid.h = sh->h;
+    grid.w = sh->w;
+    grid.text = sh->text;
+    grid.position = sh->position;
+    const int64_t L = grid.tokens(), d = sh->head_dim, H = std::min<int64_t>(heads, sh->heads);
+    psa_cli::HostTensor q = psa_cli::make_tensor(PSA_LAYOUT_BNSD, PSA_DTYPE_BF16, 1, H, L, d);
+    psa_cli::HostTensor k = psa_cli::make_tensor(PSA_LAYOUT_BNSD, PSA_DTYPE_BF16, 1, H, L, d);
+    psa_cli::HostTensor v = psa_cli::make_tensor(PSA_LAYOUT_BNSD, PSA_DTYPE_BF16, 1, H, L, d);
+    psa_cli::fill_synthetic(q, k, v, grid, 1, psa_cli::SyntheticFill::kFast);
+    // Rearranged order: video tokens along the Gilbert curve, then the text.
+    const std::vector<int64_t> curve = psa::gilbert3d_order(grid.w, grid.h, grid.t);
+    const int64_t text0 = grid.position == PSA_TEXT_FIRST ? 0 : grid.video_tokens();
+    const int64_t video0 = grid.position == PSA_TEXT_FIRST ? grid.text : 0;
+    std::vector<int64_t> src;
+    for (int64_t r : curve) src.push_back(video0 + r);
+    for (int64_t t = 0; t < grid.text; ++t) src.push_back(text0 + t);
+    for (int kind = 0; kind < kInputs; ++kind) {
+      std::vector<std::vector<float>> hq(H), hk(H), hv(H);
+      for (int64_t h = 0; h < H; ++h) {
+        for (auto* p : {&hq, &hk, &hv}) (*p)[h].resize(L * d);
+        for (int64_t i = 0; i < L; ++i)
+          for (int64_t c = 0; c < d; ++c) {
+            const int64_t at = (h * L + src[i]) * d + c;
+            hq[h][i * d + c] = q.values[at];
+            hk[h][i * d + c] = k.values[at];
+            hv[h][i * d + c] = v.values[at];
+          }
+        make_input(kind, hq[h], hk[h], hv[h], d);
+      }
+      std::vector<Sums> per(H);
+      std::vector<std::thread> pool;
+      const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+      for (unsigned w = 0; w < threads; ++w)
+        pool.emplace_back([&, w] {
+          for (int64_t h = w; h < H; h += threads) per[h] = run_head(hq[h], hk[h], hv[h], L, d, h, blocks);
+        });
+      for (auto& t : pool) t.join();
+      Sums s;
+      for (const Sums& p : per) s.add(p);
+      const double e_bf16 = std::sqrt(s.bf16 / s.dense2);
+      std::printf("| %s (%lld of %lld heads, %lld tokens, d%lld) | %s | %.3f | %.4f |", sh->label,
+                  static_cast<long long>(H), static_cast<long long>(sh->heads), static_cast<long long>(L),
+                  static_cast<long long>(d),
+                  kInputNames[kind], s.work / s.blocks, e_bf16);
+      const double e_fp8 = std::sqrt(s.fp8[0] / s.dense2);
+      std::printf(" %.4f (%.2fx) | %.4f |", e_fp8, e_fp8 / e_bf16, std::sqrt(s.quant / s.bf16_2));
+      for (int vi = 1; vi < kVariants; ++vi) {
+        const double e = std::sqrt(s.fp8[vi] / s.dense2);
+        std::printf(" %.4f (%.2fx) |", e, e / e_bf16);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,76 @@
+// attention/attention_fp8.h -- the 8-bit ("fp8") attention path on the host: the CPU oracle that a
+// GPU kernel of that precision is judged by, and the model its accuracy study runs on
+// (benchmarks/fp8_accuracy.cpp, BENCHMARKS.md "8-bit attention: accuracy of the rule"). Formats
+// and scale rule: attention/fp8_spec.h.
+//
+// The rule, chosen by that study (Fp8Rule's defaults): Q and K as int8, P and V as e4m3. e4m3
+// for Q and K (3 mantissa bits) put 1.4-4.3x the bf16 path's error on inputs with a few key
+// channels x30, where int8 (7 bits against each group's amax) stays within 1.2x; Hopper's wgmma
+// multiplies s8 at the e4m3 rate, with exact int32 accumulation. P keeps e4m3 because a uint8 p
+// drops every weight below 1/510 of the row's largest (a long flat tail of a 75k-token row).
+// What is quantized, and with which scales (fp8_spec.h: fp8_scale of each group's largest finite
+// magnitude, then fp8_quantize / int8_quantize per value, so a NaN or inf stays in its own row
+// or token):
+//   Q  per query block (block_m rows, all channels), or per row (Fp8Rule::q_per_row);
+//   K  smoothed first: the per-channel mean of the head's keys (all lk tokens, summed in double,
+//      rounded once to fp32) is subtracted from every level's tokens (pooling is a mean, so this
+//      is the pooled smoothed key). q . mean is one constant per query row, so the softmax does
+//      not change. Then one scale per (level, key block): block_n / p tokens x all channels;
+//   V  one scale per channel over the head's lk tokens (a pooled token is a mean, so the same
+//      scale bounds every level);
+//   P  after the row maximum m: p = exp(z - m) in (0, 1] is stored as e4m3(p * 448); the product
+//      is divided by 448 again. The oracle uses the row's final maximum (a kernel's running
+//      maximum is smaller or equal, so its p are larger and no less accurate).
+// Logit z = (q8 . k8) * (s_q * s_k) * scale + ln(p) with fp32 accumulation over the channels
+// (exact for int8); out = (sum P8 * v8) * s_v[c] / 448 / l, where l sums the quantized P8 / 448
+// (so the weights that multiply V sum to 1; Fp8Rule::l_quantized false: the unquantized p).
+// lse = m + ln(l) + (q . k_mean) * scale with the unquantized q (the smoothing's constant put
+// back exactly, so that shards of one row, each with its own key mean, merge by their lse).
+// Causal visibility and empty rows as attention.h.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "attention/attention.h"
+#include "attention/fp8_spec.h"
+
+namespace psa {
+
+// Variants of the rule, for the accuracy study; the defaults are the rule.
+struct Fp8Rule {
+  bool smooth_k = true;               // subtract K's per-channel mean before quantizing
+  bool mean_of_block_firsts = false;  // that mean over the first token of every key block only
+  bool q_per_row = false;             // one Q scale per row instead of per query block
+  bool l_quantized = true;            // the row sum l from the quantized probabilities
+  // Formats: Q and K as int8 (scales 127 / amax) or e4m3; P and V as e4m3 or as uint8 (p * 255)
+  // and int8 per channel.
+  bool qk_int8 = true, pv_int8 = false;
+  // Which operands are rounded at all (the study's attribution of the error; the rule rounds
+  // all): false keeps that operand in fp32, scaled as the rule says.
+  bool round_qk = true, round_p = true, round_v = true;
+};
+
+// One head quantized for the FP8 path: e4m3 values stored as float (exactly representable), and
+// the dequantization scales.
+struct Fp8HeadCpu {
+  int64_t lq = 0, lk = 0, d = 0, block_m = 0, block_n = 0;
+  Fp8Rule rule;
+  std::vector<float> q8, q_scale;      // [lq, d]; [ceil(lq / block_m)] or [lq] (q_per_row)
+  std::vector<float> k8[4], k_scale[4];  // level li: [len_li, d]; [nk] per level
+  std::vector<float> v8[4], v_scale;   // level li: [len_li, d]; [d]
+  std::vector<float> k_mean;           // [d] (zeros without smoothing)
+  std::vector<float> q_dot_mean;       // [lq]: q . k_mean (fp32, channel order), for the lse
+};
+
+// Quantizes one head: q [lq, d], and the K/V pyramids of pool_kv_cpu (level[0] = [lk, d],
+// level[li] = [nk * block_n / p, d]).
+Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, const Pyramid& v, int64_t lk,
+                                 int64_t d, int64_t block_m, int64_t block_n, const Fp8Rule& rule = Fp8Rule{});
+
+// Mixed-level sparse attention on the quantized head (levels [mq, nk] as sparse_attention_cpu).
+// Rows [x0, x0 + rows) of the head are computed (x0 a multiple of block_m; out and lse point at
+// row x0's entries), so a caller can evaluate a few query blocks of a long sequence.
+void sparse_attention_fp8_cpu(const Fp8HeadCpu& h, const int8_t* levels, float scale, bool causal, int64_t x0,
+                              int64_t rows, float* out, float* lse);
+
+}  // namespace psa

@@ -1,0 +1,151 @@
+// attention/attention_fp8_cpu.cpp -- the FP8 (e4m3) attention path on the host (oracle; scalar,
+// fp32 accumulation). Meaning in attention_fp8.h and fp8_spec.h.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "attention/attention_fp8.h"
+#include "attention/attention_spec.h"
+#include "pool/pool_spec.h"
+
+namespace psa {
+namespace {
+
+// Quantizes rows [0, rows) of x [rows, d] (already smoothed when `mean` is non-NULL: x - mean)
+// in groups of `group` rows (the last may be shorter), one scale per group.
+void quantize_groups(const float* x, int64_t rows, int64_t d, int64_t group, const float* mean, bool round,
+                     bool int8, float* x8, float* scales) {
+  for (int64_t g0 = 0, gi = 0; g0 < rows; g0 += group, ++gi) {
+    const int64_t g1 = std::min(rows, g0 + group);
+    float amax = 0.0f;
+    for (int64_t i = g0 * d; i < g1 * d; ++i) amax = fp8_amax(amax, mean != nullptr ? x[i] - mean[i % d] : x[i]);
+    const Fp8Scale sc = fp8_scale(amax, int8 ? kInt8Max : kE4m3Max);
+    for (int64_t i = g0 * d; i < g1 * d; ++i) {
+      const float y = mean != nullptr ? x[i] - mean[i % d] : x[i];
+      x8[i] = !round ? y * sc.inv : (int8 ? int8_quantize(y, sc.inv) : fp8_quantize(y, sc.inv));
+    }
+    scales[gi] = sc.s;
+  }
+}
+
+}  // namespace
+
+Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, const Pyramid& v, int64_t lk,
+                                 int64_t d, int64_t block_m, int64_t block_n, const Fp8Rule& rule) {
+  Fp8HeadCpu h;
+  h.lq = lq;
+  h.lk = lk;
+  h.d = d;
+  h.block_m = block_m;
+  h.block_n = block_n;
+  h.rule = rule;
+  const int64_t nk = (lk + block_n - 1) / block_n, mq = (lq + block_m - 1) / block_m;
+  const size_t ud = static_cast<size_t>(d);
+
+  h.q8.resize(static_cast<size_t>(lq) * ud);
+  h.q_scale.resize(static_cast<size_t>(rule.q_per_row ? lq : mq));
+  quantize_groups(q, lq, d, rule.q_per_row ? 1 : block_m, nullptr, rule.round_qk, rule.qk_int8, h.q8.data(),
+                  h.q_scale.data());
+
+  h.k_mean.assign(ud, 0.0f);
+  if (rule.smooth_k && lk > 0) {
+    std::vector<double> sum(ud, 0.0);
+    const int64_t step = rule.mean_of_block_firsts ? block_n : 1;
+    int64_t n = 0;
+    for (int64_t t = 0; t < lk; t += step, ++n)
+      for (int64_t c = 0; c < d; ++c) sum[static_cast<size_t>(c)] += static_cast<double>(k.level[0][t * d + c]);
+    for (size_t c = 0; c < ud; ++c) h.k_mean[c] = static_cast<float>(sum[c] / static_cast<double>(n));
+  }
+
+  h.q_dot_mean.assign(static_cast<size_t>(lq), 0.0f);
+  for (int64_t x = 0; x < lq; ++x) {
+    float s = 0.0f;
+    for (int64_t c = 0; c < d; ++c) s += q[x * d + c] * h.k_mean[static_cast<size_t>(c)];
+    h.q_dot_mean[static_cast<size_t>(x)] = s;
+  }
+
+  // V: one scale per channel from the full-resolution tokens.
+  std::vector<Fp8Scale> vsc(ud);
+  for (int64_t c = 0; c < d; ++c) {
+    float amax = 0.0f;
+    for (int64_t t = 0; t < lk; ++t) amax = fp8_amax(amax, v.level[0][t * d + c]);
+    vsc[static_cast<size_t>(c)] = fp8_scale(amax, rule.pv_int8 ? kInt8Max : kE4m3Max);
+  }
+  h.v_scale.resize(ud);
+  for (size_t c = 0; c < ud; ++c) h.v_scale[c] = vsc[c].s;
+
+  for (int li = 0; li < 4; ++li) {
+    const int level = li == 0 ? 1 : pooled_level(li - 1);
+    const int64_t len = li == 0 ? lk : pooled_length(nk, block_n, level);
+    if (k.level[li] == nullptr || v.level[li] == nullptr) continue;  // level not provided
+    h.k8[li].resize(static_cast<size_t>(len) * ud);
+    h.k_scale[li].resize(static_cast<size_t>(nk));
+    quantize_groups(k.level[li], len, d, block_n / level, h.k_mean.data(), rule.round_qk, rule.qk_int8,
+                    h.k8[li].data(), h.k_scale[li].data());
+    h.v8[li].resize(static_cast<size_t>(len) * ud);
+    for (int64_t t = 0; t < len; ++t)
+      for (int64_t c = 0; c < d; ++c) {
+        const float x = v.level[li][t * d + c], inv = vsc[static_cast<size_t>(c)].inv;
+        h.v8[li][static_cast<size_t>(t * d + c)] =
+            !rule.round_v ? x * inv : (rule.pv_int8 ? int8_quantize(x, inv) : fp8_quantize(x, inv));
+      }
+  }
+  return h;
+}
+
+void sparse_attention_fp8_cpu(const Fp8HeadCpu& h, const int8_t* levels, float scale, bool causal, int64_t x0,
+                              int64_t rows, float* out, float* lse) {
+  const int64_t d = h.d, lk = h.lk, nk = (lk + h.block_n - 1) / h.block_n, offset = lk - h.lq;
+  const float pmax = h.rule.pv_int8 ? kUint8Max : kE4m3Max;  // p is stored as p * pmax
+  std::vector<float> acc(static_cast<size_t>(d));
+  // The visible tokens of one row: logit, level index, token.
+  struct Tok {
+    float z;
+    int li;
+    int64_t t;
+  };
+  std::vector<Tok> toks;
+  for (int64_t x = x0; x < x0 + rows; ++x) {
+    const int64_t i = x / h.block_m;
+    const float* qx = h.q8.data() + x * d;
+    const float sq = h.q_scale[static_cast<size_t>(h.rule.q_per_row ? x : i)];
+    toks.clear();
+    float m = neg_inf();
+    for (int64_t j = 0; j < nk; ++j) {
+      const int level = levels[i * nk + j];
+      if (level == 0) continue;
+      const int li = level == 1 ? 0 : pooled_index(level) + 1;
+      const int64_t per_block = h.block_n / level;
+      const float bias = level_log_bias(level);
+      const float kscale = sq * h.k_scale[li][static_cast<size_t>(j)] * scale;
+      for (int64_t u = 0; u < per_block; ++u) {
+        const int64_t t = j * per_block + u;
+        if (!token_visible(x, t, level, lk, causal, offset)) continue;
+        const float* kt = h.k8[li].data() + t * d;
+        float s = 0.0f;
+        for (int64_t c = 0; c < d; ++c) s += qx[c] * kt[c];
+        const float z = s * kscale + bias;
+        toks.push_back(Tok{z, li, t});
+        m = std::max(m, z);
+      }
+    }
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    float l = 0.0f;
+    for (const Tok& tk : toks) {  // a NaN logit (m skips it) makes l and the row NaN
+      const float p = tk.z == neg_inf() ? 0.0f : std::exp(tk.z - m);
+      const float p8 = !h.rule.round_p ? p * pmax : (h.rule.pv_int8 ? round_int(p * pmax, 0.0f, pmax) : round_e4m3(p * pmax));
+      l += h.rule.l_quantized ? p8 / pmax : p;
+      const float* vt = h.v8[tk.li].data() + tk.t * d;
+      for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += p8 * vt[c];
+    }
+    float* o = out + (x - x0) * d;
+    const bool empty = l == 0.0f;
+    for (int64_t c = 0; c < d; ++c)
+      o[c] = empty ? 0.0f : acc[static_cast<size_t>(c)] * h.v_scale[static_cast<size_t>(c)] / pmax / l;
+    if (lse != nullptr)  // the logits left out q . k_mean * scale (the smoothing)
+      lse[x - x0] = empty ? neg_inf() : m + std::log(l) + h.q_dot_mean[static_cast<size_t>(x)] * scale;
+  }
+}
+
+}  // namespace psa
