@@ -40,11 +40,11 @@
 namespace {
 
 constexpr int64_t kBlockM = 128, kBlockN = 64;
-constexpr int kVariants = 10;
+constexpr int kVariants = 12;
 const char* const kVariantNames[kVariants] = {
     "rule",          "no K smoothing",       "Q scale per row",    "l from unquantized p",
     "Q, K as e4m3",  "P, V as uint8 / int8", "K mean of block firsts", "only Q, K rounded",
-    "only P rounded", "only V rounded"};
+    "only P rounded", "only V rounded", "V scale per key block", "channel migration"};
 psa::Fp8Rule variant_rule(int v) {
   psa::Fp8Rule r;  // the rule
   r.smooth_k = v != 1;
@@ -53,9 +53,11 @@ psa::Fp8Rule variant_rule(int v) {
   r.qk_int8 = v != 4;
   r.pv_int8 = v == 5;
   r.mean_of_block_firsts = v == 6;
-  r.round_qk = v < 7 || v == 7;
-  r.round_p = v < 7 || v == 8;
-  r.round_v = v < 7 || v == 9;
+  r.round_qk = v < 7 || v == 7 || v >= 10;
+  r.round_p = v < 7 || v == 8 || v >= 10;
+  r.round_v = v < 7 || v == 9 || v >= 10;
+  r.v_per_block = v == 10;
+  r.migrate_channels = v == 11;
   return r;
 }
 

@@ -45,6 +45,13 @@ struct Fp8Rule {
   // Formats: Q and K as int8 (scales 127 / amax) or e4m3; P and V as e4m3 or as uint8 (p * 255)
   // and int8 per channel.
   bool qk_int8 = true, pv_int8 = false;
+  // V with one scale per (level, key block) over all channels (no pass over all of V before the
+  // quantization); each weight is multiplied by its block's scale / the largest before rounding.
+  bool v_per_block = false;
+  // Q's channels times a_c and K's divided by it before quantizing (the product is unchanged),
+  // a_c = sqrt(amax_c(k - mean) / amax_c(q)) over the head: balances channels whose magnitude
+  // differs between Q and K (a pass over both before the quantization).
+  bool migrate_channels = false;
   // Which operands are rounded at all (the study's attribution of the error; the rule rounds
   // all): false keeps that operand in fp32, scaled as the rule says.
   bool round_qk = true, round_p = true, round_v = true;
@@ -58,6 +65,8 @@ struct Fp8HeadCpu {
   std::vector<float> q8, q_scale;      // [lq, d]; [ceil(lq / block_m)] or [lq] (q_per_row)
   std::vector<float> k8[4], k_scale[4];  // level li: [len_li, d]; [nk] per level
   std::vector<float> v8[4], v_scale;   // level li: [len_li, d]; [d]
+  std::vector<float> v_block_scale[4];  // Fp8Rule::v_per_block: [nk] per level
+  float v_smax = 0.0f;                  // and their largest
   std::vector<float> k_mean;           // [d] (zeros without smoothing)
   std::vector<float> q_dot_mean;       // [lq]: q . k_mean (fp32, channel order), for the lse
 };

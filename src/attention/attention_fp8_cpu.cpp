@@ -12,17 +12,21 @@
 namespace psa {
 namespace {
 
-// Quantizes rows [0, rows) of x [rows, d] (already smoothed when `mean` is non-NULL: x - mean)
-// in groups of `group` rows (the last may be shorter), one scale per group.
-void quantize_groups(const float* x, int64_t rows, int64_t d, int64_t group, const float* mean, bool round,
-                     bool int8, float* x8, float* scales) {
+// Quantizes rows [0, rows) of x [rows, d] in groups of `group` rows (the last may be shorter),
+// one scale per group, after y = (x - mean[c]) * mul[c] (either NULL: none).
+void quantize_groups(const float* x, int64_t rows, int64_t d, int64_t group, const float* mean, const float* mul,
+                     bool round, bool int8, float* x8, float* scales) {
+  auto pre = [&](int64_t i) {
+    const float y = mean != nullptr ? x[i] - mean[i % d] : x[i];
+    return mul != nullptr ? y * mul[i % d] : y;
+  };
   for (int64_t g0 = 0, gi = 0; g0 < rows; g0 += group, ++gi) {
     const int64_t g1 = std::min(rows, g0 + group);
     float amax = 0.0f;
-    for (int64_t i = g0 * d; i < g1 * d; ++i) amax = fp8_amax(amax, mean != nullptr ? x[i] - mean[i % d] : x[i]);
+    for (int64_t i = g0 * d; i < g1 * d; ++i) amax = fp8_amax(amax, pre(i));
     const Fp8Scale sc = fp8_scale(amax, int8 ? kInt8Max : kE4m3Max);
     for (int64_t i = g0 * d; i < g1 * d; ++i) {
-      const float y = mean != nullptr ? x[i] - mean[i % d] : x[i];
+      const float y = pre(i);
       x8[i] = !round ? y * sc.inv : (int8 ? int8_quantize(y, sc.inv) : fp8_quantize(y, sc.inv));
     }
     scales[gi] = sc.s;
@@ -43,11 +47,6 @@ Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, c
   const int64_t nk = (lk + block_n - 1) / block_n, mq = (lq + block_m - 1) / block_m;
   const size_t ud = static_cast<size_t>(d);
 
-  h.q8.resize(static_cast<size_t>(lq) * ud);
-  h.q_scale.resize(static_cast<size_t>(rule.q_per_row ? lq : mq));
-  quantize_groups(q, lq, d, rule.q_per_row ? 1 : block_m, nullptr, rule.round_qk, rule.qk_int8, h.q8.data(),
-                  h.q_scale.data());
-
   h.k_mean.assign(ud, 0.0f);
   if (rule.smooth_k && lk > 0) {
     std::vector<double> sum(ud, 0.0);
@@ -57,6 +56,30 @@ Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, c
       for (int64_t c = 0; c < d; ++c) sum[static_cast<size_t>(c)] += static_cast<double>(k.level[0][t * d + c]);
     for (size_t c = 0; c < ud; ++c) h.k_mean[c] = static_cast<float>(sum[c] / static_cast<double>(n));
   }
+
+  // Channel migration: q_c * a_c and k_c / a_c, a_c = sqrt(amax_c(k - mean) / amax_c(q)).
+  std::vector<float> q_mul, k_mul;
+  if (rule.migrate_channels) {
+    std::vector<float> aq(ud, 0.0f), ak(ud, 0.0f);
+    for (int64_t x = 0; x < lq; ++x)
+      for (int64_t c = 0; c < d; ++c) aq[static_cast<size_t>(c)] = fp8_amax(aq[static_cast<size_t>(c)], q[x * d + c]);
+    for (int64_t t = 0; t < lk; ++t)
+      for (int64_t c = 0; c < d; ++c)
+        ak[static_cast<size_t>(c)] =
+            fp8_amax(ak[static_cast<size_t>(c)], k.level[0][t * d + c] - h.k_mean[static_cast<size_t>(c)]);
+    q_mul.resize(ud);
+    k_mul.resize(ud);
+    for (size_t c = 0; c < ud; ++c) {
+      const float a = aq[c] > 0.0f && ak[c] > 0.0f ? std::sqrt(ak[c] / aq[c]) : 1.0f;
+      q_mul[c] = a;
+      k_mul[c] = 1.0f / a;
+    }
+  }
+
+  h.q8.resize(static_cast<size_t>(lq) * ud);
+  h.q_scale.resize(static_cast<size_t>(rule.q_per_row ? lq : mq));
+  quantize_groups(q, lq, d, rule.q_per_row ? 1 : block_m, nullptr, q_mul.empty() ? nullptr : q_mul.data(),
+                  rule.round_qk, rule.qk_int8, h.q8.data(), h.q_scale.data());
 
   h.q_dot_mean.assign(static_cast<size_t>(lq), 0.0f);
   for (int64_t x = 0; x < lq; ++x) {
@@ -74,6 +97,7 @@ Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, c
   }
   h.v_scale.resize(ud);
   for (size_t c = 0; c < ud; ++c) h.v_scale[c] = vsc[c].s;
+  h.v_smax = 0.0f;
 
   for (int li = 0; li < 4; ++li) {
     const int level = li == 0 ? 1 : pooled_level(li - 1);
@@ -81,9 +105,16 @@ Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, c
     if (k.level[li] == nullptr || v.level[li] == nullptr) continue;  // level not provided
     h.k8[li].resize(static_cast<size_t>(len) * ud);
     h.k_scale[li].resize(static_cast<size_t>(nk));
-    quantize_groups(k.level[li], len, d, block_n / level, h.k_mean.data(), rule.round_qk, rule.qk_int8,
-                    h.k8[li].data(), h.k_scale[li].data());
+    quantize_groups(k.level[li], len, d, block_n / level, h.k_mean.data(), k_mul.empty() ? nullptr : k_mul.data(),
+                    rule.round_qk, rule.qk_int8, h.k8[li].data(), h.k_scale[li].data());
     h.v8[li].resize(static_cast<size_t>(len) * ud);
+    if (rule.v_per_block) {  // one scale per (level, key block), as K's; the largest kept for P
+      h.v_block_scale[li].resize(static_cast<size_t>(nk));
+      quantize_groups(v.level[li], len, d, block_n / level, nullptr, nullptr, rule.round_v, rule.pv_int8,
+                      h.v8[li].data(), h.v_block_scale[li].data());
+      for (float x : h.v_block_scale[li]) h.v_smax = std::max(h.v_smax, x);
+      continue;
+    }
     for (int64_t t = 0; t < len; ++t)
       for (int64_t c = 0; c < d; ++c) {
         const float x = v.level[li][t * d + c], inv = vsc[static_cast<size_t>(c)].inv;
@@ -133,16 +164,24 @@ void sparse_attention_fp8_cpu(const Fp8HeadCpu& h, const int8_t* levels, float s
     std::fill(acc.begin(), acc.end(), 0.0f);
     float l = 0.0f;
     for (const Tok& tk : toks) {  // a NaN logit (m skips it) makes l and the row NaN
+      // With V scales per key block, p carries its block's share f = s_v(block) / s_v(max) <= 1
+      // into the quantized weight, so that one scale (the largest) multiplies the product.
+      const float f = h.rule.v_per_block
+                          ? h.v_block_scale[tk.li][static_cast<size_t>(tk.t / (h.block_n >> tk.li))] / h.v_smax
+                          : 1.0f;
       const float p = tk.z == neg_inf() ? 0.0f : std::exp(tk.z - m);
-      const float p8 = !h.rule.round_p ? p * pmax : (h.rule.pv_int8 ? round_int(p * pmax, 0.0f, pmax) : round_e4m3(p * pmax));
-      l += h.rule.l_quantized ? p8 / pmax : p;
+      const float w = p * f * pmax;
+      const float p8 = !h.rule.round_p ? w : (h.rule.pv_int8 ? round_int(w, 0.0f, pmax) : round_e4m3(w));
+      l += h.rule.l_quantized ? p8 / (pmax * f) : p;
       const float* vt = h.v8[tk.li].data() + tk.t * d;
       for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += p8 * vt[c];
     }
     float* o = out + (x - x0) * d;
     const bool empty = l == 0.0f;
     for (int64_t c = 0; c < d; ++c)
-      o[c] = empty ? 0.0f : acc[static_cast<size_t>(c)] * h.v_scale[static_cast<size_t>(c)] / pmax / l;
+      o[c] = empty ? 0.0f
+                   : acc[static_cast<size_t>(c)] * (h.rule.v_per_block ? h.v_smax : h.v_scale[static_cast<size_t>(c)]) /
+                         pmax / l;
     if (lse != nullptr)  // the logits left out q . k_mean * scale (the smoothing)
       lse[x - x0] = empty ? neg_inf() : m + std::log(l) + h.q_dot_mean[static_cast<size_t>(x)] * scale;
   }

@@ -213,24 +213,26 @@ std::vector<double> reference(const Head& h, const psa::Fp8Rule& rule) {
   const int64_t d = h.d, nk = h.nk();
   const float qk_max = rule.qk_int8 ? 127.0f : 448.0f, v_max = rule.pv_int8 ? 127.0f : 448.0f;
   const double p_max = rule.pv_int8 ? 255.0 : 448.0;
+  // Groups of `group` rows, one scale each, of y = (x - mean) * mul (per channel).
   auto quant = [&](const std::vector<float>& x, int64_t rows, int64_t group, const std::vector<float>& mean,
-                   std::vector<double>& x8, std::vector<double>& sc) {
+                   const std::vector<float>& mul, bool int8, float qmax, std::vector<double>& x8,
+                   std::vector<double>& sc) {
     x8.assign(rows * d, 0);
     sc.clear();
     for (int64_t g0 = 0; g0 < rows; g0 += group) {
       const int64_t g1 = std::min(rows, g0 + group);
       float amax = 0;
-      for (int64_t i = g0 * d; i < g1 * d; ++i) amax = std::max(amax, std::fabs(x[i] - mean[i % d]));
-      const float inv = amax > 0 ? qk_max / amax : 1.0f, s = amax > 0 ? amax / qk_max : 1.0f;
+      for (int64_t i = g0 * d; i < g1 * d; ++i) amax = std::max(amax, std::fabs((x[i] - mean[i % d]) * mul[i % d]));
+      const float inv = amax > 0 ? qmax / amax : 1.0f, s = amax > 0 ? amax / qmax : 1.0f;
       for (int64_t i = g0 * d; i < g1 * d; ++i) {
-        const float y = static_cast<float>((x[i] - mean[i % d]) * inv);
-        x8[i] = rule.qk_int8 ? ref_round_int(y, -127, 127) : ref_round(y);
+        const float y = static_cast<float>((x[i] - mean[i % d]) * mul[i % d] * inv);
+        x8[i] = int8 ? ref_round_int(y, -127, 127) : ref_round(y);
       }
       sc.push_back(s);
     }
   };
-  const std::vector<float> zero(d, 0.0f);
-  std::vector<float> mean(d, 0.0f);
+  const std::vector<float> zero(d, 0.0f), one(d, 1.0f);
+  std::vector<float> mean(d, 0.0f), qmul(d, 1.0f), kmul(d, 1.0f);
   if (rule.smooth_k) {
     for (int64_t c = 0; c < d; ++c) {
       double s = 0;
@@ -238,17 +240,32 @@ std::vector<double> reference(const Head& h, const psa::Fp8Rule& rule) {
       mean[c] = static_cast<float>(s / h.lk);
     }
   }
-  std::vector<double> q8, qs, k8[4], ks[4], v8[4], vs(d), vinv(d);
-  quant(h.q, h.lq, rule.q_per_row ? 1 : h.bm, zero, q8, qs);
+  if (rule.migrate_channels) {
+    for (int64_t c = 0; c < d; ++c) {
+      float aq = 0, ak = 0;
+      for (int64_t x = 0; x < h.lq; ++x) aq = std::max(aq, std::fabs(h.q[x * d + c]));
+      for (int64_t t = 0; t < h.lk; ++t) ak = std::max(ak, std::fabs(h.k[0][t * d + c] - mean[c]));
+      qmul[c] = std::sqrt(ak / aq);
+      kmul[c] = 1.0f / qmul[c];
+    }
+  }
+  std::vector<double> q8, qs, k8[4], ks[4], v8[4], vs(d), vinv(d), vbs[4];
+  quant(h.q, h.lq, rule.q_per_row ? 1 : h.bm, zero, qmul, rule.qk_int8, qk_max, q8, qs);
   for (int64_t c = 0; c < d; ++c) {
     float amax = 0;
     for (int64_t t = 0; t < h.lk; ++t) amax = std::max(amax, std::fabs(h.v[0][t * d + c]));
     vinv[c] = v_max / amax;
     vs[c] = amax / v_max;
   }
+  double vsmax = 0;
   for (int li = 0; li < 4; ++li) {
     const int64_t len = li == 0 ? h.lk : nk * h.bn >> li;
-    quant(h.k[li], len, h.bn >> li, mean, k8[li], ks[li]);
+    quant(h.k[li], len, h.bn >> li, mean, kmul, rule.qk_int8, qk_max, k8[li], ks[li]);
+    if (rule.v_per_block) {
+      quant(h.v[li], len, h.bn >> li, zero, one, rule.pv_int8, v_max, v8[li], vbs[li]);
+      for (double x : vbs[li]) vsmax = std::max(vsmax, x);
+      continue;
+    }
     v8[li].resize(len * d);
     for (int64_t i = 0; i < len * d; ++i) {
       const float y = static_cast<float>(h.v[li][i] * static_cast<float>(vinv[i % d]));
@@ -259,7 +276,11 @@ std::vector<double> reference(const Head& h, const psa::Fp8Rule& rule) {
   for (int64_t x = 0; x < h.lq; ++x) {
     const int64_t i = x / h.bm;
     const double sq = qs[rule.q_per_row ? x : i];
-    std::vector<std::pair<double, const double*>> zs;
+    struct Tok {
+      double z, f;  // logit; with v_per_block the block's share of the largest V scale
+      const double* v;
+    };
+    std::vector<Tok> zs;
     double m = -INFINITY;
     for (int64_t j = 0; j < nk; ++j) {
       const int level = h.levels[i * nk + j];
@@ -271,17 +292,19 @@ std::vector<double> reference(const Head& h, const psa::Fp8Rule& rule) {
         double s = 0;
         for (int64_t c = 0; c < d; ++c) s += q8[x * d + c] * k8[li][t * d + c];
         const double z = s * sq * ks[li][j] * h.scale() + std::log(double(level));
-        zs.push_back({z, v8[li].data() + t * d});
+        zs.push_back({z, rule.v_per_block ? double(static_cast<float>(vbs[li][j] / vsmax)) : 1.0,
+                      v8[li].data() + t * d});
         m = std::max(m, z);
       }
     }
     double l = 0;
-    for (const auto& [z, vt] : zs) {
-      const double p = std::exp(z - m), p8 = rule.pv_int8 ? ref_round_int(p * p_max, 0, 255) : ref_round(p * p_max);
-      l += rule.l_quantized ? p8 / p_max : p;
-      for (int64_t c = 0; c < d; ++c) out[x * d + c] += p8 * vt[c];
+    for (const Tok& tk : zs) {
+      const double p = std::exp(tk.z - m), w = p * tk.f * p_max;
+      const double p8 = rule.pv_int8 ? ref_round_int(w, 0, 255) : ref_round(w);
+      l += rule.l_quantized ? p8 / (p_max * tk.f) : p;
+      for (int64_t c = 0; c < d; ++c) out[x * d + c] += p8 * tk.v[c];
     }
-    for (int64_t c = 0; c < d; ++c) out[x * d + c] *= vs[c] / p_max / l;
+    for (int64_t c = 0; c < d; ++c) out[x * d + c] *= (rule.v_per_block ? vsmax : vs[c]) / p_max / l;
   }
   return out;
 }
@@ -291,13 +314,15 @@ TEST(Fp8Attention, OracleFollowsTheRule) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const Head h(rng, 96, 200, 32, 32, 32, 2.0f);
-  for (int variant = 0; variant < 6; ++variant) {
+  for (int variant = 0; variant < 8; ++variant) {
     psa::Fp8Rule rule;  // the rule, then one change each
     rule.smooth_k = variant != 1;
     rule.q_per_row = variant == 2;
     rule.l_quantized = variant != 3;
     rule.qk_int8 = variant != 4;
     rule.pv_int8 = variant == 5;
+    rule.v_per_block = variant == 6;
+    rule.migrate_channels = variant == 7;
     SCOPED_TRACE("variant " + std::to_string(variant));
     const std::vector<double> want = reference(h, rule);
     // The fp32 logits and exp of the oracle against the double ones: at most a rare one-code

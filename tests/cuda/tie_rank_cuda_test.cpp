@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/importance/importance_cuda.h"
@@ -351,7 +353,11 @@ TEST(CudaTieRank, DISABLED_TieMassCost) {
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
   };
+  // PSA_TIE_COST_SHAPES=cogvideox,wan13 times only those shapes (e.g. under a profiler).
+  const char* only = std::getenv("PSA_TIE_COST_SHAPES");
   for (const Shape& s : shapes) {
+    if (only != nullptr && (std::string(",") + only + ",").find(std::string(",") + s.name + ",") == std::string::npos)
+      continue;
     for (int video = 1; video >= 0; --video) {
       const int64_t bm = 128, mq = (s.L + bm - 1) / bm, nk = (s.L + s.bn - 1) / s.bn;
       const int32_t qs = 32, ks = static_cast<int32_t>(s.bn / 4);
