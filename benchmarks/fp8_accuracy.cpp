@@ -42,22 +42,22 @@ namespace {
 constexpr int64_t kBlockM = 128, kBlockN = 64;
 constexpr int kVariants = 12;
 const char* const kVariantNames[kVariants] = {
-    "rule",          "no K smoothing",       "Q scale per row",    "l from unquantized p",
-    "Q, K as e4m3",  "P, V as uint8 / int8", "K mean of block firsts", "only Q, K rounded",
-    "only P rounded", "only V rounded", "V scale per key block", "channel migration"};
+    "rule",           "no K smoothing",       "K mean of all keys", "V scale per channel",
+    "Q scale per row", "l from unquantized p", "Q, K as e4m3",       "P, V as uint8 / int8",
+    "channel migration", "only Q, K rounded",  "only P rounded",     "only V rounded"};
 psa::Fp8Rule variant_rule(int v) {
-  psa::Fp8Rule r;  // the rule
+  psa::Fp8Rule r;  // the rule, then one change each
   r.smooth_k = v != 1;
-  r.q_per_row = v == 2;
-  r.l_quantized = v != 3;
-  r.qk_int8 = v != 4;
-  r.pv_int8 = v == 5;
-  r.mean_of_block_firsts = v == 6;
-  r.round_qk = v < 7 || v == 7 || v >= 10;
-  r.round_p = v < 7 || v == 8 || v >= 10;
-  r.round_v = v < 7 || v == 9 || v >= 10;
-  r.v_per_block = v == 10;
-  r.migrate_channels = v == 11;
+  r.k_mean_block_firsts = v != 2;
+  r.v_per_block = v != 3;
+  r.q_per_row = v == 4;
+  r.l_quantized = v != 5;
+  r.qk_int8 = v != 6;
+  r.pv_int8 = v == 7;
+  r.migrate_channels = v == 8;
+  r.round_qk = v < 9 || v == 9;
+  r.round_p = v < 9 || v == 10;
+  r.round_v = v < 9 || v == 11;
   return r;
 }
 

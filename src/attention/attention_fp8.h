@@ -10,22 +10,28 @@
 // drops every weight below 1/510 of the row's largest (a long flat tail of a 75k-token row).
 // What is quantized, and with which scales (fp8_spec.h: fp8_scale of each group's largest finite
 // magnitude, then fp8_quantize / int8_quantize per value, so a NaN or inf stays in its own row
-// or token):
+// or token). Every group is local to a query block or a key block, so that a kernel can quantize
+// in the gather + pyramid pass; the only statistic over the whole head is K's mean, taken over
+// one token per key block (a pass over 1 / block_n of K):
 //   Q  per query block (block_m rows, all channels), or per row (Fp8Rule::q_per_row);
-//   K  smoothed first: the per-channel mean of the head's keys (all lk tokens, summed in double,
-//      rounded once to fp32) is subtracted from every level's tokens (pooling is a mean, so this
-//      is the pooled smoothed key). q . mean is one constant per query row, so the softmax does
-//      not change. Then one scale per (level, key block): block_n / p tokens x all channels;
-//   V  one scale per channel over the head's lk tokens (a pooled token is a mean, so the same
-//      scale bounds every level);
-//   P  after the row maximum m: p = exp(z - m) in (0, 1] is stored as e4m3(p * 448); the product
-//      is divided by 448 again. The oracle uses the row's final maximum (a kernel's running
-//      maximum is smaller or equal, so its p are larger and no less accurate).
+//   K  smoothed first: m_k = the per-channel mean of the first token of every key block
+//      (summed in double, rounded once to fp32; Fp8Rule::k_mean_block_firsts false: of all lk
+//      tokens) is subtracted from every level's tokens. q . m_k is one constant per query row,
+//      so the softmax does not change (any constant vector would do; the mean keeps the
+//      quantized range small). Then one scale per (level, key block): block_n / p tokens x all
+//      channels;
+//   V  one scale s_v(level, block) per (level, key block), as K's, without smoothing. Its share
+//      f = s_v(level, block) / s_v,max (<= 1, s_v,max the head's largest) multiplies the weight
+//      before it is rounded, so one scale, s_v,max, multiplies the whole product
+//      (Fp8Rule::v_per_block false: one scale per channel over the lk tokens instead);
+//   P  after the row maximum m: p = exp(z - m) in (0, 1]; the weight w = p * f * 448 is stored as
+//      e4m3(w) and the product divided by 448 again. The oracle uses the row's final maximum (a
+//      kernel's running maximum is smaller or equal, so its p are larger and no less accurate).
 // Logit z = (q8 . k8) * (s_q * s_k) * scale + ln(p) with fp32 accumulation over the channels
-// (exact for int8); out = (sum P8 * v8) * s_v[c] / 448 / l, where l sums the quantized P8 / 448
-// (so the weights that multiply V sum to 1; Fp8Rule::l_quantized false: the unquantized p).
-// lse = m + ln(l) + (q . k_mean) * scale with the unquantized q (the smoothing's constant put
-// back exactly, so that shards of one row, each with its own key mean, merge by their lse).
+// (exact for int8); out = (sum w8 * v8) * s_v,max / 448 / l, where l = sum w8 / (448 f), the
+// weights that actually multiply V (so they sum to 1; Fp8Rule::l_quantized false: l = sum p).
+// lse = m + ln(l) + (q . m_k) * scale with the unquantized q (the smoothing's constant put back
+// exactly, so that shards of one row, each with its own key mean, merge by their lse).
 // Causal visibility and empty rows as attention.h.
 #pragma once
 #include <cstdint>
@@ -38,16 +44,16 @@ namespace psa {
 
 // Variants of the rule, for the accuracy study; the defaults are the rule.
 struct Fp8Rule {
-  bool smooth_k = true;               // subtract K's per-channel mean before quantizing
-  bool mean_of_block_firsts = false;  // that mean over the first token of every key block only
+  bool smooth_k = true;              // subtract a per-channel mean from K before quantizing
+  bool k_mean_block_firsts = true;   // that mean over the first token of every key block
   bool q_per_row = false;             // one Q scale per row instead of per query block
   bool l_quantized = true;            // the row sum l from the quantized probabilities
   // Formats: Q and K as int8 (scales 127 / amax) or e4m3; P and V as e4m3 or as uint8 (p * 255)
   // and int8 per channel.
   bool qk_int8 = true, pv_int8 = false;
-  // V with one scale per (level, key block) over all channels (no pass over all of V before the
-  // quantization); each weight is multiplied by its block's scale / the largest before rounding.
-  bool v_per_block = false;
+  // V with one scale per (level, key block) over all channels, folded into the weights (else one
+  // scale per channel over all tokens: a pass over all of V before the quantization).
+  bool v_per_block = true;
   // Q's channels times a_c and K's divided by it before quantizing (the product is unchanged),
   // a_c = sqrt(amax_c(k - mean) / amax_c(q)) over the head: balances channels whose magnitude
   // differs between Q and K (a pass over both before the quantization).

@@ -50,7 +50,7 @@ Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, c
   h.k_mean.assign(ud, 0.0f);
   if (rule.smooth_k && lk > 0) {
     std::vector<double> sum(ud, 0.0);
-    const int64_t step = rule.mean_of_block_firsts ? block_n : 1;
+    const int64_t step = rule.k_mean_block_firsts ? block_n : 1;
     int64_t n = 0;
     for (int64_t t = 0; t < lk; t += step, ++n)
       for (int64_t c = 0; c < d; ++c) sum[static_cast<size_t>(c)] += static_cast<double>(k.level[0][t * d + c]);
