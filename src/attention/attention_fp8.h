@@ -4,8 +4,8 @@
 // and scale rule: attention/fp8_spec.h.
 //
 // The rule, chosen by that study (Fp8Rule's defaults): Q and K as int8, P and V as e4m3. e4m3
-// for Q and K (3 mantissa bits) put 1.4-4.3x the bf16 path's error on inputs with a few key
-// channels x30, where int8 (7 bits against each group's amax) stays within 1.2x; Hopper's wgmma
+// for Q and K (3 mantissa bits) put 1.3-8.3x the bf16 path's error on inputs with a few
+// channels x30, where int8 (7 bits against each group's amax) gives 1.03-5.1x; Hopper's wgmma
 // multiplies s8 at the e4m3 rate, with exact int32 accumulation. P keeps e4m3 because a uint8 p
 // drops every weight below 1/510 of the row's largest (a long flat tail of a 75k-token row).
 // What is quantized, and with which scales (fp8_spec.h: fp8_scale of each group's largest finite
@@ -21,9 +21,10 @@
 //      quantized range small). Then one scale per (level, key block): block_n / p tokens x all
 //      channels;
 //   V  one scale s_v(level, block) per (level, key block), as K's, without smoothing. Its share
-//      f = s_v(level, block) / s_v,max (<= 1, s_v,max the head's largest) multiplies the weight
-//      before it is rounded, so one scale, s_v,max, multiplies the whole product
-//      (Fp8Rule::v_per_block false: one scale per channel over the lk tokens instead);
+//      f = s_v(level, block) / s_v,max (<= 1; s_v,max the largest scale of a block with a non-zero
+//      value, 1 if there is none; f = 1 for an all-zero block, whose values are 0 anyway)
+//      multiplies the weight before it is rounded, so one scale, s_v,max, multiplies the whole
+//      product (Fp8Rule::v_per_block false: one scale per channel over the lk tokens instead);
 //   P  after the row maximum m: p = exp(z - m) in (0, 1]; the weight w = p * f * 448 is stored as
 //      e4m3(w) and the product divided by 448 again. The oracle uses the row's final maximum (a
 //      kernel's running maximum is smaller or equal, so its p are larger and no less accurate).
@@ -71,8 +72,8 @@ struct Fp8HeadCpu {
   std::vector<float> q8, q_scale;      // [lq, d]; [ceil(lq / block_m)] or [lq] (q_per_row)
   std::vector<float> k8[4], k_scale[4];  // level li: [len_li, d]; [nk] per level
   std::vector<float> v8[4], v_scale;   // level li: [len_li, d]; [d]
-  std::vector<float> v_block_scale[4];  // Fp8Rule::v_per_block: [nk] per level
-  float v_smax = 0.0f;                  // and their largest
+  std::vector<float> v_share[4];       // Fp8Rule::v_per_block: f per key block [nk], per level
+  float v_smax = 0.0f;                 // and s_v,max
   std::vector<float> k_mean;           // [d] (zeros without smoothing)
   std::vector<float> q_dot_mean;       // [lq]: q . k_mean (fp32, channel order), for the lse
 };

@@ -13,9 +13,10 @@ namespace psa {
 namespace {
 
 // Quantizes rows [0, rows) of x [rows, d] in groups of `group` rows (the last may be shorter),
-// one scale per group, after y = (x - mean[c]) * mul[c] (either NULL: none).
+// one scale per group, after y = (x - mean[c]) * mul[c] (either NULL: none). `amaxes` (optional)
+// receives each group's largest finite magnitude.
 void quantize_groups(const float* x, int64_t rows, int64_t d, int64_t group, const float* mean, const float* mul,
-                     bool round, bool int8, float* x8, float* scales) {
+                     bool round, bool int8, float* x8, float* scales, float* amaxes = nullptr) {
   auto pre = [&](int64_t i) {
     const float y = mean != nullptr ? x[i] - mean[i % d] : x[i];
     return mul != nullptr ? y * mul[i % d] : y;
@@ -30,6 +31,7 @@ void quantize_groups(const float* x, int64_t rows, int64_t d, int64_t group, con
       x8[i] = !round ? y * sc.inv : (int8 ? int8_quantize(y, sc.inv) : fp8_quantize(y, sc.inv));
     }
     scales[gi] = sc.s;
+    if (amaxes != nullptr) amaxes[gi] = amax;
   }
 }
 
@@ -97,6 +99,7 @@ Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, c
   }
   h.v_scale.resize(ud);
   for (size_t c = 0; c < ud; ++c) h.v_scale[c] = vsc[c].s;
+  std::vector<float> v_amax[4];  // v_per_block: each (level, key block)'s largest magnitude
   h.v_smax = 0.0f;
 
   for (int li = 0; li < 4; ++li) {
@@ -108,11 +111,13 @@ Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, c
     quantize_groups(k.level[li], len, d, block_n / level, h.k_mean.data(), k_mul.empty() ? nullptr : k_mul.data(),
                     rule.round_qk, rule.qk_int8, h.k8[li].data(), h.k_scale[li].data());
     h.v8[li].resize(static_cast<size_t>(len) * ud);
-    if (rule.v_per_block) {  // one scale per (level, key block), as K's; the largest kept for P
-      h.v_block_scale[li].resize(static_cast<size_t>(nk));
+    if (rule.v_per_block) {  // one scale per (level, key block), as K's; the shares below
+      h.v_share[li].resize(static_cast<size_t>(nk));
+      v_amax[li].resize(static_cast<size_t>(nk));
       quantize_groups(v.level[li], len, d, block_n / level, nullptr, nullptr, rule.round_v, rule.pv_int8,
-                      h.v8[li].data(), h.v_block_scale[li].data());
-      for (float x : h.v_block_scale[li]) h.v_smax = std::max(h.v_smax, x);
+                      h.v8[li].data(), h.v_share[li].data(), v_amax[li].data());
+      for (size_t j = 0; j < h.v_share[li].size(); ++j)
+        if (v_amax[li][j] > 0.0f) h.v_smax = std::max(h.v_smax, h.v_share[li][j]);
       continue;
     }
     for (int64_t t = 0; t < len; ++t)
@@ -121,6 +126,12 @@ Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, c
         h.v8[li][static_cast<size_t>(t * d + c)] =
             !rule.round_v ? x * inv : (rule.pv_int8 ? int8_quantize(x, inv) : fp8_quantize(x, inv));
       }
+  }
+  if (rule.v_per_block) {  // scales -> shares f = s / s_max; 1 for an all-zero block
+    if (!(h.v_smax > 0.0f)) h.v_smax = 1.0f;
+    for (int li = 0; li < 4; ++li)
+      for (size_t j = 0; j < h.v_share[li].size(); ++j)
+        h.v_share[li][j] = v_amax[li][j] > 0.0f ? h.v_share[li][j] / h.v_smax : 1.0f;
   }
   return h;
 }
@@ -166,9 +177,7 @@ void sparse_attention_fp8_cpu(const Fp8HeadCpu& h, const int8_t* levels, float s
     for (const Tok& tk : toks) {  // a NaN logit (m skips it) makes l and the row NaN
       // With V scales per key block, p carries its block's share f = s_v(block) / s_v(max) <= 1
       // into the quantized weight, so that one scale (the largest) multiplies the product.
-      const float f = h.rule.v_per_block
-                          ? h.v_block_scale[tk.li][static_cast<size_t>(tk.t / (h.block_n >> tk.li))] / h.v_smax
-                          : 1.0f;
+      const float f = h.rule.v_per_block ? h.v_share[tk.li][static_cast<size_t>(tk.t / (h.block_n >> tk.li))] : 1.0f;
       const float p = tk.z == neg_inf() ? 0.0f : std::exp(tk.z - m);
       const float w = p * f * pmax;
       const float p8 = !h.rule.round_p ? w : (h.rule.pv_int8 ? round_int(w, 0.0f, pmax) : round_e4m3(w));
