@@ -206,19 +206,16 @@ int main(int argc, char** argv) {
     } else if (arg == "--blocks" && has_value) {
       blocks = std::atoi(argv[++a]);
     } else {
-      std::fprintf(stderr, "usage: fp8_accuracy [--shapes cogvideox,wan13,wan14] [--heads N] [--blocks N]\n");
-      return arg == "--help" || arg == "-h" ? 0 : 2;
+      const bool help = arg == "--help" || arg == "-h";
+      std::fprintf(help ? stdout : stderr, "usage: fp8_accuracy [--shapes cogvideox,wan13,wan14] [--heads N] [--blocks N]\n");
+      return help ? 0 : 2;
     }
   }
   if (heads < 1 || blocks < 1) {
     std::fprintf(stderr, "fp8_accuracy: --heads and --blocks must be at least 1\n");
     return 2;
   }
-  std::printf("| shape | inputs | density | bf16 PSA vs dense | 8-bit PSA vs dense (ratio to bf16) | 8-bit vs bf16 PSA |");
-  for (int vi = 1; vi < kVariants; ++vi) std::printf(" %s |", kVariantNames[vi]);
-  std::printf("\n|---|---|---|---|---|---|");
-  for (int vi = 1; vi < kVariants; ++vi) std::printf("---|");
-  std::printf("\n");
+  std::vector<const psa_cli::StandardShape*> picked;
   for (const std::string& key : split(shapes)) {
     const psa_cli::StandardShape* sh = nullptr;
     for (const auto& s : psa_cli::kStandardShapes)
@@ -227,6 +224,18 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "fp8_accuracy: unknown shape '%s' (cogvideox, wan13, wan14)\n", key.c_str());
       return 2;
     }
+    picked.push_back(sh);
+  }
+  if (picked.empty()) {
+    std::fprintf(stderr, "fp8_accuracy: --shapes names no shape (cogvideox, wan13, wan14)\n");
+    return 2;
+  }
+  std::printf("| shape | inputs | density | bf16 PSA vs dense | 8-bit PSA vs dense (ratio to bf16) | 8-bit vs bf16 PSA |");
+  for (int vi = 1; vi < kVariants; ++vi) std::printf(" %s |", kVariantNames[vi]);
+  std::printf("\n|---|---|---|---|---|---|");
+  for (int vi = 1; vi < kVariants; ++vi) std::printf("---|");
+  std::printf("\n");
+  for (const psa_cli::StandardShape* sh : picked) {
     psa_cli::VideoGrid grid;
     grid.t = sh->t;
     grid.h = sh->h;
