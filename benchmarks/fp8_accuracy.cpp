@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
@@ -193,9 +194,131 @@ std::vector<std::string> split(const std::string& s) {
 
 }  // namespace
 
+void print_header() {
+  std::printf("| shape | inputs | density | bf16 PSA vs dense | 8-bit PSA vs dense (ratio to bf16) | 8-bit vs bf16 PSA |");
+  for (int vi = 1; vi < kVariants; ++vi) std::printf(" %s |", kVariantNames[vi]);
+  std::printf("\n|---|---|---|---|---|---|");
+  for (int vi = 1; vi < kVariants; ++vi) std::printf("---|");
+  std::printf("\n");
+}
+
+// One table row: the sums of every head of one input, the heads spread over the cores.
+void print_row(const std::string& label, const char* inputs, std::vector<std::vector<float>>& hq,
+               std::vector<std::vector<float>>& hk, std::vector<std::vector<float>>& hv, int64_t L, int64_t d,
+               int blocks) {
+  const int64_t H = static_cast<int64_t>(hq.size());
+  std::vector<Sums> per(H);
+  std::vector<std::thread> pool;
+  const int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+  for (int64_t w = 0; w < threads; ++w)
+    pool.emplace_back([&, w] {
+      for (int64_t h = w; h < H; h += threads) per[h] = run_head(hq[h], hk[h], hv[h], L, d, h, blocks);
+    });
+  for (auto& t : pool) t.join();
+  Sums s;
+  for (const Sums& p : per) s.add(p);
+  const double e_bf16 = std::sqrt(s.bf16 / s.dense2);
+  std::printf("| %s | %s | %.3f | %.4f |", label.c_str(), inputs, s.work / s.blocks, e_bf16);
+  const double e_fp8 = std::sqrt(s.fp8[0] / s.dense2);
+  std::printf(" %.4f (%.2fx) | %.4f |", e_fp8, e_fp8 / e_bf16, std::sqrt(s.quant / s.bf16_2));
+  for (int vi = 1; vi < kVariants; ++vi) {
+    const double e = std::sqrt(s.fp8[vi] / s.dense2);
+    std::printf(" %.4f (%.2fx) |", e, e / e_bf16);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// The rearranged order of a grid: video tokens along the Gilbert curve, then the text.
+std::vector<int64_t> gilbert_then_text(const psa_cli::VideoGrid& grid) {
+  const std::vector<int64_t> curve = psa::gilbert3d_order(grid.w, grid.h, grid.t);
+  const int64_t text0 = grid.position == PSA_TEXT_FIRST ? 0 : grid.video_tokens();
+  const int64_t video0 = grid.position == PSA_TEXT_FIRST ? grid.text : 0;
+  std::vector<int64_t> src;
+  for (int64_t r : curve) src.push_back(video0 + r);
+  for (int64_t t = 0; t < grid.text; ++t) src.push_back(text0 + t);
+  return src;
+}
+
+// --npy: the caller's q, k, v of batch 0 (GQA: query head h reads KV head h / (Hq / Hkv)).
+int run_files(const std::vector<std::string>& files, psa_layout layout, const std::vector<int64_t>& grid_arg,
+              int heads, int blocks) {
+  psa_cli::HostTensor t[3];
+  for (int i = 0; i < 3; ++i) t[i] = psa_cli::load_npy_tensor(files[i], layout, -1);
+  const int64_t L = t[0].seq_len(), d = t[0].head_dim(), hq = t[0].heads(), hkv = t[1].heads();
+  if (t[1].seq_len() != L || t[2].seq_len() != L || t[1].head_dim() != d || t[2].head_dim() != d ||
+      t[2].heads() != hkv || hkv < 1 || hq % hkv != 0 || L < 1) {
+    std::fprintf(stderr,
+                 "fp8_accuracy: q, k, v must share L and D, k and v their heads, and q's heads must be a multiple "
+                 "of k's (heads x L x D: q %lldx%lldx%lld, k %lldx%lldx%lld, v %lldx%lldx%lld)\n",
+                 static_cast<long long>(hq), static_cast<long long>(L), static_cast<long long>(d),
+                 static_cast<long long>(hkv), static_cast<long long>(t[1].seq_len()),
+                 static_cast<long long>(t[1].head_dim()), static_cast<long long>(t[2].heads()),
+                 static_cast<long long>(t[2].seq_len()), static_cast<long long>(t[2].head_dim()));
+    return 2;
+  }
+  std::vector<int64_t> src;
+  if (!grid_arg.empty()) {
+    psa_cli::VideoGrid grid;
+    grid.t = grid_arg[0];
+    grid.h = grid_arg[1];
+    grid.w = grid_arg[2];
+    grid.text = grid_arg.size() > 3 ? grid_arg[3] : 0;
+    grid.position = grid.text > 0 ? (grid_arg.size() > 4 && grid_arg[4] == 0 ? PSA_TEXT_LAST : PSA_TEXT_FIRST)
+                                  : PSA_TEXT_NONE;
+    if (grid.t < 1 || grid.h < 1 || grid.w < 1 || grid.tokens() != L) {
+      std::fprintf(stderr, "fp8_accuracy: --grid %lldx%lldx%lld + %lld text tokens does not cover L = %lld\n",
+                   static_cast<long long>(grid.t), static_cast<long long>(grid.h), static_cast<long long>(grid.w),
+                   static_cast<long long>(grid.text), static_cast<long long>(L));
+      return 2;
+    }
+    src = gilbert_then_text(grid);
+  } else {
+    for (int64_t i = 0; i < L; ++i) src.push_back(i);
+  }
+  const int64_t H = std::min<int64_t>(heads, hq), group = hq / hkv;
+  std::vector<std::vector<float>> q(H), k(H), v(H);
+  for (int64_t h = 0; h < H; ++h) {
+    for (auto* p : {&q, &k, &v}) (*p)[h].resize(L * d);
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t c = 0; c < d; ++c) {
+        q[h][i * d + c] = t[0].values[t[0].offset(0, h, src[i], c)];
+        k[h][i * d + c] = t[1].values[t[1].offset(0, h / group, src[i], c)];
+        v[h][i * d + c] = t[2].values[t[2].offset(0, h / group, src[i], c)];
+      }
+  }
+  const std::string label = files[0] + " (" + std::to_string(H) + " of " + std::to_string(hq) + " heads, " +
+                            std::to_string(L) + " tokens, d" + std::to_string(d) + ")";
+  print_header();
+  print_row(label, grid_arg.empty() ? "file, token order as given" : "file, Gilbert order", q, k, v, L, d, blocks);
+  return 0;
+}
+
+// Non-negative integers separated by commas; false if any is not.
+bool parse_ints(const std::string& s, std::vector<int64_t>* out) {
+  for (const std::string& part : split(s)) {
+    char* end = nullptr;
+    const long long x = std::strtoll(part.c_str(), &end, 10);
+    if (end == part.c_str() || *end != '\0' || x < 0 || x > (int64_t{1} << 40)) return false;
+    out->push_back(x);
+  }
+  return true;
+}
+
+const char* const kUsage =
+    "usage: fp8_accuracy [--shapes cogvideox,wan13,wan14] [--heads N] [--blocks N]\n"
+    "       fp8_accuracy --npy Q.npy,K.npy,V.npy [--layout bnsd|bsnd] [--grid T,H,W[,TEXT[,FIRST]]]\n"
+    "                    [--heads N] [--blocks N]\n"
+    "  --npy    your own q, k, v (batch 0; [B, H, L, D] for bnsd, [B, L, H, D] for bsnd; f32, f16 or bf16)\n"
+    "  --grid   their latent grid: tokens in Gilbert order as the presets rearrange them (TEXT text tokens,\n"
+    "           first unless FIRST is 0); without it the token order of the files\n";
+
 int main(int argc, char** argv) {
   std::string shapes = "cogvideox,wan13,wan14";
   int heads = 2, blocks = 4;
+  std::vector<std::string> files;
+  std::vector<int64_t> grid_arg;
+  psa_layout layout = PSA_LAYOUT_BNSD;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     const bool has_value = a + 1 < argc;
@@ -205,15 +328,41 @@ int main(int argc, char** argv) {
       heads = std::atoi(argv[++a]);
     } else if (arg == "--blocks" && has_value) {
       blocks = std::atoi(argv[++a]);
+    } else if (arg == "--npy" && has_value) {
+      files = split(argv[++a]);
+      if (files.size() != 3) {
+        std::fprintf(stderr, "fp8_accuracy: --npy takes three files, Q,K,V (got '%s')\n", argv[a]);
+        return 2;
+      }
+    } else if (arg == "--layout" && has_value) {
+      const std::string l = argv[++a];
+      if (l != "bnsd" && l != "bsnd") {
+        std::fprintf(stderr, "fp8_accuracy: --layout is bnsd or bsnd (got '%s')\n", l.c_str());
+        return 2;
+      }
+      layout = l == "bsnd" ? PSA_LAYOUT_BSND : PSA_LAYOUT_BNSD;
+    } else if (arg == "--grid" && has_value) {
+      if (!parse_ints(argv[++a], &grid_arg) || grid_arg.size() < 3 || grid_arg.size() > 5) {
+        std::fprintf(stderr, "fp8_accuracy: --grid is T,H,W[,TEXT[,FIRST]] (got '%s')\n", argv[a]);
+        return 2;
+      }
     } else {
       const bool help = arg == "--help" || arg == "-h";
-      std::fprintf(help ? stdout : stderr, "usage: fp8_accuracy [--shapes cogvideox,wan13,wan14] [--heads N] [--blocks N]\n");
+      std::fputs(kUsage, help ? stdout : stderr);
       return help ? 0 : 2;
     }
   }
   if (heads < 1 || blocks < 1) {
     std::fprintf(stderr, "fp8_accuracy: --heads and --blocks must be at least 1\n");
     return 2;
+  }
+  if (!files.empty()) {
+    try {
+      return run_files(files, layout, grid_arg, heads, blocks);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fp8_accuracy: %s\n", e.what());
+      return 1;
+    }
   }
   std::vector<const psa_cli::StandardShape*> picked;
   for (const std::string& key : split(shapes)) {
@@ -230,11 +379,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fp8_accuracy: --shapes names no shape (cogvideox, wan13, wan14)\n");
     return 2;
   }
-  std::printf("| shape | inputs | density | bf16 PSA vs dense | 8-bit PSA vs dense (ratio to bf16) | 8-bit vs bf16 PSA |");
-  for (int vi = 1; vi < kVariants; ++vi) std::printf(" %s |", kVariantNames[vi]);
-  std::printf("\n|---|---|---|---|---|---|");
-  for (int vi = 1; vi < kVariants; ++vi) std::printf("---|");
-  std::printf("\n");
+  print_header();
   for (const psa_cli::StandardShape* sh : picked) {
     psa_cli::VideoGrid grid;
     grid.t = sh->t;
@@ -247,13 +392,9 @@ int main(int argc, char** argv) {
     psa_cli::HostTensor k = psa_cli::make_tensor(PSA_LAYOUT_BNSD, PSA_DTYPE_BF16, 1, H, L, d);
     psa_cli::HostTensor v = psa_cli::make_tensor(PSA_LAYOUT_BNSD, PSA_DTYPE_BF16, 1, H, L, d);
     psa_cli::fill_synthetic(q, k, v, grid, 1, psa_cli::SyntheticFill::kFast);
-    // Rearranged order: video tokens along the Gilbert curve, then the text.
-    const std::vector<int64_t> curve = psa::gilbert3d_order(grid.w, grid.h, grid.t);
-    const int64_t text0 = grid.position == PSA_TEXT_FIRST ? 0 : grid.video_tokens();
-    const int64_t video0 = grid.position == PSA_TEXT_FIRST ? grid.text : 0;
-    std::vector<int64_t> src;
-    for (int64_t r : curve) src.push_back(video0 + r);
-    for (int64_t t = 0; t < grid.text; ++t) src.push_back(text0 + t);
+    const std::vector<int64_t> src = gilbert_then_text(grid);
+    const std::string label = std::string(sh->label) + " (" + std::to_string(H) + " of " + std::to_string(sh->heads) +
+                              " heads, " + std::to_string(L) + " tokens, d" + std::to_string(d) + ")";
     for (int kind = 0; kind < kInputs; ++kind) {
       std::vector<std::vector<float>> hq(H), hk(H), hv(H);
       for (int64_t h = 0; h < H; ++h) {
@@ -267,29 +408,7 @@ int main(int argc, char** argv) {
           }
         make_input(kind, hq[h], hk[h], hv[h], d);
       }
-      std::vector<Sums> per(H);
-      std::vector<std::thread> pool;
-      const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-      for (unsigned w = 0; w < threads; ++w)
-        pool.emplace_back([&, w] {
-          for (int64_t h = w; h < H; h += threads) per[h] = run_head(hq[h], hk[h], hv[h], L, d, h, blocks);
-        });
-      for (auto& t : pool) t.join();
-      Sums s;
-      for (const Sums& p : per) s.add(p);
-      const double e_bf16 = std::sqrt(s.bf16 / s.dense2);
-      std::printf("| %s (%lld of %lld heads, %lld tokens, d%lld) | %s | %.3f | %.4f |", sh->label,
-                  static_cast<long long>(H), static_cast<long long>(sh->heads), static_cast<long long>(L),
-                  static_cast<long long>(d),
-                  kInputNames[kind], s.work / s.blocks, e_bf16);
-      const double e_fp8 = std::sqrt(s.fp8[0] / s.dense2);
-      std::printf(" %.4f (%.2fx) | %.4f |", e_fp8, e_fp8 / e_bf16, std::sqrt(s.quant / s.bf16_2));
-      for (int vi = 1; vi < kVariants; ++vi) {
-        const double e = std::sqrt(s.fp8[vi] / s.dense2);
-        std::printf(" %.4f (%.2fx) |", e, e / e_bf16);
-      }
-      std::printf("\n");
-      std::fflush(stdout);
+      print_row(label, kInputNames[kind], hq, hk, hv, L, d, blocks);
     }
   }
   return 0;
