@@ -352,7 +352,9 @@ TEST(Fp8Attention, OracleFollowsTheRule) {
     EXPECT_LT(rel_l2(h.fp8(rule), want), 1e-3);
     // The rule's variants differ from each other by more than that tolerance (the row sum from
     // the unquantized probabilities by 3e-3 or more, the others by 1e-2 or more).
-    if (variant > 0) EXPECT_GT(rel_l2(h.fp8(psa::Fp8Rule{}), want), 2e-3);
+    if (variant > 0) {
+      EXPECT_GT(rel_l2(h.fp8(psa::Fp8Rule{}), want), 2e-3);
+    }
   }
 }
 
