@@ -64,14 +64,14 @@ struct Fp8Rule {
   bool round_qk = true, round_p = true, round_v = true;
 };
 
-// One head quantized for the FP8 path: e4m3 values stored as float (exactly representable), and
-// the dequantization scales.
+// One head quantized for the 8-bit path: the int8 / e4m3 values stored as float (exactly
+// representable), and the dequantization scales.
 struct Fp8HeadCpu {
   int64_t lq = 0, lk = 0, d = 0, block_m = 0, block_n = 0;
   Fp8Rule rule;
   std::vector<float> q8, q_scale;      // [lq, d]; [ceil(lq / block_m)] or [lq] (q_per_row)
   std::vector<float> k8[4], k_scale[4];  // level li: [len_li, d]; [nk] per level
-  std::vector<float> v8[4], v_scale;   // level li: [len_li, d]; [d]
+  std::vector<float> v8[4], v_scale;   // level li: [len_li, d]; [d] (without v_per_block)
   std::vector<float> v_share[4];       // Fp8Rule::v_per_block: f per key block [nk], per level
   float v_smax = 0.0f;                 // and s_v,max
   std::vector<float> k_mean;           // [d] (zeros without smoothing)

@@ -90,15 +90,18 @@ Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, c
     h.q_dot_mean[static_cast<size_t>(x)] = s;
   }
 
-  // V: one scale per channel from the full-resolution tokens.
-  std::vector<Fp8Scale> vsc(ud);
-  for (int64_t c = 0; c < d; ++c) {
-    float amax = 0.0f;
-    for (int64_t t = 0; t < lk; ++t) amax = fp8_amax(amax, v.level[0][t * d + c]);
-    vsc[static_cast<size_t>(c)] = fp8_scale(amax, rule.pv_int8 ? kInt8Max : kE4m3Max);
+  // V without v_per_block: one scale per channel from the full-resolution tokens.
+  std::vector<Fp8Scale> vsc;
+  if (!rule.v_per_block) {
+    vsc.resize(ud);
+    h.v_scale.resize(ud);
+    for (int64_t c = 0; c < d; ++c) {
+      float amax = 0.0f;
+      for (int64_t t = 0; t < lk; ++t) amax = fp8_amax(amax, v.level[0][t * d + c]);
+      vsc[static_cast<size_t>(c)] = fp8_scale(amax, rule.pv_int8 ? kInt8Max : kE4m3Max);
+      h.v_scale[static_cast<size_t>(c)] = vsc[static_cast<size_t>(c)].s;
+    }
   }
-  h.v_scale.resize(ud);
-  for (size_t c = 0; c < ud; ++c) h.v_scale[c] = vsc[c].s;
   std::vector<float> v_amax[4];  // v_per_block: each (level, key block)'s largest magnitude
   h.v_smax = 0.0f;
 
