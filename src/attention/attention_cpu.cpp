@@ -8,6 +8,7 @@
 
 #include "attention/attention.h"
 #include "attention/attention_spec.h"
+#include "pool/pool_spec.h"
 
 namespace psa {
 namespace {
@@ -55,7 +56,7 @@ void sparse_attention_cpu(const float* q, int64_t lq, const Pyramid& k, const Py
     for (int64_t j = 0; j < nk; ++j) {
       const int level = levels[i * nk + j];
       if (level == 0) continue;
-      const int li = level == 1 ? 0 : (level == 2 ? 1 : (level == 4 ? 2 : 3));
+      const int li = pyramid_slot(level);
       const int64_t per_block = block_n / level;
       const float bias = level_log_bias(level);
       for (int64_t u = 0; u < per_block; ++u) {

@@ -106,7 +106,7 @@ Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, c
   h.v_smax = 0.0f;
 
   for (int li = 0; li < 4; ++li) {
-    const int level = li == 0 ? 1 : pooled_level(li - 1);
+    const int level = pyramid_level(li);
     const int64_t len = li == 0 ? lk : pooled_length(nk, block_n, level);
     if (k.level[li] == nullptr || v.level[li] == nullptr) continue;  // level not provided
     h.k8[li].resize(static_cast<size_t>(len) * ud);
@@ -160,7 +160,7 @@ void sparse_attention_fp8_cpu(const Fp8HeadCpu& h, const int8_t* levels, float s
     for (int64_t j = 0; j < nk; ++j) {
       const int level = levels[i * nk + j];
       if (level == 0) continue;
-      const int li = level == 1 ? 0 : pooled_index(level) + 1;
+      const int li = pyramid_slot(level);
       const int64_t per_block = h.block_n / level;
       const float bias = level_log_bias(level);
       const float kscale = sq * h.k_scale[li][static_cast<size_t>(j)] * scale;

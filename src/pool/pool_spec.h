@@ -12,6 +12,10 @@ namespace psa {
 constexpr int kNumPooledLevels = 3;
 PSA_HD int pooled_level(int idx) { return 2 << idx; }  // 0 -> 2, 1 -> 4, 2 -> 8
 PSA_HD int pooled_index(int level) { return level == 2 ? 0 : (level == 4 ? 1 : 2); }
+// Slot of a level in a whole pyramid (attention.h Pyramid: 0 = full resolution, then 2, 4, 8),
+// and back.
+PSA_HD int pyramid_slot(int level) { return level == 1 ? 0 : pooled_index(level) + 1; }
+PSA_HD int pyramid_level(int slot) { return 1 << slot; }
 
 // Length of the level-p pooled sequence for `n_blocks` key blocks of `block_n` tokens.
 PSA_HD int64_t pooled_length(int64_t n_blocks, int64_t block_n, int level) {
