@@ -201,15 +201,6 @@ struct Head {
   }
 };
 
-double rel_l2(const std::vector<float>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
-std::vector<double> widen(const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); }
 
 // The rule of attention_fp8.h evaluated independently: quantization with the fp32 steps the rule
 // fixes (scale divisions, products, smoothing subtraction) and ref_round / ref_round_int,
@@ -333,7 +324,7 @@ TEST(Fp8Attention, OracleFollowsTheRule) {
     for (int64_t c = 0; c < h.d; ++c) h.v[0][t * h.d + c] = 0.0f;
   for (float& x : h.v[0]) x *= 1e-3f;
   h.pool();
-  EXPECT_LT(rel_l2(h.fp8(psa::Fp8Rule{}), widen(h.fp32())), 0.08);
+  EXPECT_LT(psa_test::rel_l2(h.fp8(psa::Fp8Rule{}), h.fp32()), 0.08);
   for (int variant = 0; variant < 9; ++variant) {
     psa::Fp8Rule rule;  // the rule, then one change each
     rule.smooth_k = variant != 1;
@@ -349,11 +340,11 @@ TEST(Fp8Attention, OracleFollowsTheRule) {
     // The fp32 logits and exp of the oracle against the double ones: at most a rare one-code
     // difference of a quantized probability (6% of one weight of a row).
     // (Measured: about 2e-7; one flipped probability code would give at most about 6e-4.)
-    EXPECT_LT(rel_l2(h.fp8(rule), want), 1e-3);
+    EXPECT_LT(psa_test::rel_l2(h.fp8(rule), want), 1e-3);
     // The rule's variants differ from each other by more than that tolerance (the row sum from
     // the unquantized probabilities by 3e-3 or more, the others by 1e-2 or more).
     if (variant > 0) {
-      EXPECT_GT(rel_l2(h.fp8(psa::Fp8Rule{}), want), 2e-3);
+      EXPECT_GT(psa_test::rel_l2(h.fp8(psa::Fp8Rule{}), want), 2e-3);
     }
   }
 }
@@ -366,7 +357,7 @@ TEST(Fp8Attention, CloseToFp32AndLseKeepsTheSmoothedConstant) {
     const Head h(rng, 256, 700, d, 128, 64, 3.0f);
     std::vector<float> l32, l8;
     const std::vector<float> o32 = h.fp32(&l32), o8 = h.fp8(psa::Fp8Rule{}, &l8);
-    const double e = rel_l2(o8, widen(o32));
+    const double e = psa_test::rel_l2(o8, o32);
     EXPECT_GT(e, 1e-3) << "quantization had no effect";
     EXPECT_LT(e, 0.08);
     // The logits carry the quantization error (about 0.05 here; the lse follows the largest):
@@ -389,9 +380,9 @@ TEST(Fp8Attention, SmoothingAbsorbsAPerChannelKeyBias) {
   const Head plain(rng, 256, 512, 64, 128, 64), biased(rng2, 256, 512, 64, 128, 64, 20.0f);
   psa::Fp8Rule off;
   off.smooth_k = false;
-  const double e_plain = rel_l2(plain.fp8(psa::Fp8Rule{}), widen(plain.fp32()));
-  const double e_on = rel_l2(biased.fp8(psa::Fp8Rule{}), widen(biased.fp32()));
-  const double e_off = rel_l2(biased.fp8(off), widen(biased.fp32()));
+  const double e_plain = psa_test::rel_l2(plain.fp8(psa::Fp8Rule{}), plain.fp32());
+  const double e_on = psa_test::rel_l2(biased.fp8(psa::Fp8Rule{}), biased.fp32());
+  const double e_off = psa_test::rel_l2(biased.fp8(off), biased.fp32());
   EXPECT_LT(e_on, 1.5 * e_plain) << e_on << " vs " << e_plain;
   EXPECT_GT(e_off, 2.0 * e_on) << e_off << " vs " << e_on;
 }
