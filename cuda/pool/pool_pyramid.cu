@@ -8,6 +8,7 @@
 #include "cuda/core/cuda_status.h"
 #include "cuda/core/device.cuh"
 #include "cuda/pool/pool_cuda.h"
+#include "cuda/pool/pyramid8.cuh"
 #include "cuda/rearrange/gather_cuda.h"
 #include "pool/pool_spec.h"
 
@@ -16,33 +17,15 @@ namespace gpu {
 namespace {
 
 // Levels 2, 4 and 8 of level-8 token t of `head` from the 8-element chunk at column `col` of its
-// 8 source positions (x[u]: position 8t + u, replicate-padded). Means match pool_pyramid_cpu in
-// fp32 (0.5 * (a + b) at each level) before the single rounding.
+// 8 source positions (pyramid8.cuh), stored.
 template <typename T>
 __device__ __forceinline__ void store_pyramid(const uint4 (&x)[8], int64_t head, int64_t t, int64_t n8, int64_t d,
                                               int64_t col, T* __restrict__ o2, T* __restrict__ o4,
                                               T* __restrict__ o8) {
-  float l2[4][8];
-#pragma unroll
-  for (int u = 0; u < 4; ++u) {
-    float a[8], b[8];
-    unpack8<T>(x[2 * u], a);
-    unpack8<T>(x[2 * u + 1], b);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) l2[u][e] = 0.5f * (a[e] + b[e]);
-    *reinterpret_cast<uint4*>(o2 + (head * n8 * 4 + t * 4 + u) * d + col) = pack8<T>(l2[u]);
-  }
-  float l4[2][8];
-#pragma unroll
-  for (int u = 0; u < 2; ++u) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) l4[u][e] = 0.5f * (l2[2 * u][e] + l2[2 * u + 1][e]);
-    *reinterpret_cast<uint4*>(o4 + (head * n8 * 2 + t * 2 + u) * d + col) = pack8<T>(l4[u]);
-  }
-  float l8[8];
-#pragma unroll
-  for (int e = 0; e < 8; ++e) l8[e] = 0.5f * (l4[0][e] + l4[1][e]);
-  *reinterpret_cast<uint4*>(o8 + (head * n8 + t) * d + col) = pack8<T>(l8);
+  pyramid8<T>(x, [&](int level, int u, const uint4& v) {
+    T* o = level == 2 ? o2 : level == 4 ? o4 : o8;
+    *reinterpret_cast<uint4*>(o + (head * n8 * (8 / level) + t * (8 / level) + u) * d + col) = v;
+  });
 }
 
 // One thread per (head, level-8 token t, 8-element chunk of the head dim).

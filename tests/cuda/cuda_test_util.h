@@ -150,6 +150,30 @@ inline Tensor16 make_video_like(int64_t heads, int64_t len, int64_t d, psa_dtype
   return t;
 }
 
+// Median over `reps` timed calls of fn() on the default stream (CUDA events), after `warmups`
+// untimed ones: the timing tests' clock.
+template <typename Fn>
+float median_ms(Fn&& fn, int reps, int warmups = 1) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  for (int w = 0; w < warmups; ++w) fn();
+  std::vector<float> ms;
+  for (int r = 0; r < reps; ++r) {
+    cudaEventRecord(e0, nullptr);
+    fn();
+    cudaEventRecord(e1, nullptr);
+    cudaEventSynchronize(e1);
+    float m = 0;
+    cudaEventElapsedTime(&m, e0, e1);
+    ms.push_back(m);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 inline double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {

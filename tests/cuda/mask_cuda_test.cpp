@@ -337,9 +337,6 @@ TEST(CudaMask, DISABLED_StandardShapeTimings) {
                           {"wan13", 12, 32760, 128},
                           {"wan13/bn32", 12, 32760, 32},
                           {"cogvideox", 48, 17776, 128}};
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
   for (const Shape& sh : shapes)
     for (psa_mask_mode mode : {PSA_MASK_MODE_TOPK, PSA_MASK_MODE_THRESHOLDBOUND}) {
       MaskCase c{};
@@ -378,21 +375,7 @@ TEST(CudaMask, DISABLED_StandardShapeTimings) {
       wa.nk = nk;
       wa.blocks = wl.get();
       wa.count = wc.get();
-      auto time_ms = [&](auto&& launch) {
-        for (int w = 0; w < 2; ++w) launch();
-        std::vector<float> ms;
-        for (int rep = 0; rep < 15; ++rep) {
-          cudaEventRecord(e0, nullptr);
-          launch();
-          cudaEventRecord(e1, nullptr);
-          cudaEventSynchronize(e1);
-          float m = 0;
-          cudaEventElapsedTime(&m, e0, e1);
-          ms.push_back(m);
-        }
-        std::sort(ms.begin(), ms.end());
-        return ms[ms.size() / 2];
-      };
+      auto time_ms = [&](auto&& launch) { return test::median_ms(launch, 15, 2); };
       ASSERT_EQ(PSA_OK, gpu::build_levels_cuda(a, nullptr)) << psa_last_error_message();
       const std::vector<int8_t> got = dl.download();
       const float lv_ms = time_ms([&] { gpu::build_levels_cuda(a, nullptr); });
@@ -408,8 +391,6 @@ TEST(CudaMask, DISABLED_StandardShapeTimings) {
                   got.size());
       EXPECT_EQ(0, diff) << sh.name;
     }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 // More kv heads (B*Hkv) than a y grid dimension holds: every head still gets its own caps.

@@ -335,24 +335,7 @@ TEST(CudaTieRank, DISABLED_TieMassCost) {
                           {"wan13", 12, 32760, 128, 128},
                           {"wan13/bn32", 12, 32760, 128, 32},
                           {"wan14", 40, 75600, 128, 128}};
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  auto median_ms = [&](auto&& fn, int reps) {
-    fn();
-    std::vector<float> ms;
-    for (int r = 0; r < reps; ++r) {
-      cudaEventRecord(e0, nullptr);
-      fn();
-      cudaEventRecord(e1, nullptr);
-      cudaEventSynchronize(e1);
-      float m = 0;
-      cudaEventElapsedTime(&m, e0, e1);
-      ms.push_back(m);
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-  };
+  using test::median_ms;
   // PSA_TIE_COST_SHAPES=cogvideox,wan13 times only those shapes (e.g. under a profiler).
   const char* only = std::getenv("PSA_TIE_COST_SHAPES");
   for (const Shape& s : shapes) {
@@ -450,8 +433,6 @@ TEST(CudaTieRank, DISABLED_TieMassCost) {
                   100.0 * ((imp[1] - imp[0]) + std::max(lev[0][1] - lev[0][0], lev[1][1] - lev[1][0])) / imp[0]);
     }
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 }  // namespace

@@ -1,0 +1,41 @@
+// cuda/core/fp8.cuh -- the 8-bit conversions of attention/fp8_spec.h on the GPU's own
+// instructions, for every kernel of the 8-bit path (the pool stage's quantization now, the
+// attention kernel's P later). Each function returns the code that fp8_spec.h's definition
+// gives, bit for bit; tests/cuda/fp8_convert_cuda_test.cu checks that over every fp32 value.
+#pragma once
+#include <cstdint>
+
+#include "attention/fp8_spec.h"
+
+namespace psa {
+namespace gpu {
+
+// float_to_e4m3(lo) | float_to_e4m3(hi) << 8. From sm_89 on one cvt.rn.satfinite (fp8_spec.h's
+// rounding is defined to be that instruction's), before it the integer definition.
+__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint16_t b;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(b) : "f"(hi), "f"(lo));  // first operand: upper byte
+  return b;
+#else
+  return static_cast<uint32_t>(float_to_e4m3(lo)) | static_cast<uint32_t>(float_to_e4m3(hi)) << 8;
+#endif
+}
+
+// The codes of fp8_quantize(a, inv) and fp8_quantize(b, inv): a non-finite value becomes NaN
+// (not the +-448 that satfinite gives +-inf), a finite one e4m3(x * inv).
+__device__ __forceinline__ uint32_t fp8_quantize_x2(float a, float b, float inv) {
+  const float nan = __uint_as_float(0x7fc00000u);
+  return e4m3x2(fabsf(a) <= 3.402823466e38f ? a * inv : nan, fabsf(b) <= 3.402823466e38f ? b * inv : nan);
+}
+
+// int8_quantize(y, inv) as a byte: round to nearest even, then clamp to [-127, 127] (the same
+// as int8_quantize's clamp-then-round: the bounds are integers); 0x80 (-128, never a rounded
+// value) for a non-finite y, whose int8_quantize is NaN.
+__device__ __forceinline__ uint32_t int8_quantize_code(float y, float inv) {
+  const int i = max(-127, min(127, __float2int_rn(y * inv)));
+  return fabsf(y) <= 3.402823466e38f ? static_cast<uint32_t>(i) & 0xffu : 0x80u;
+}
+
+}  // namespace gpu
+}  // namespace psa

@@ -1,0 +1,288 @@
+// cuda/pool/pool_fp8.cu -- pool stage of the 8-bit attention path: K and V gathered through the
+// rearrangement, pooled (the same fp32 means, each rounded once, as pool_pyramid.cu) and
+// quantized by attention/attention_fp8.h's rule in the same pass: int8 K after subtracting K's
+// mean, e4m3 V, one scale per (level, key block). Formats and the scale rule come from
+// attention/fp8_spec.h; this file must not hold a rounding or scale rule of its own.
+//
+// Two launches per call, stream-ordered, no host synchronisation:
+//   k_mean_kernel: per (head, 32 channels), K's first token of every key block summed in double,
+//     in key-block order (the oracle's order), and the head's s_v,max zeroed;
+//   gather_pool_fp8_kernel (once for K, once for V): one CTA per (key block, head), one thread per
+//     (level-8 token, 8 channels) of the block. A thread reads its 8 source tokens, writes the
+//     16-bit level-1 copy and forms the level-2/4/8 means for the CTA's amax reduction; after
+//     it, it reads the same tokens again (L1) and writes its 8-bit values (holding the values
+//     across the barrier instead, 130-180 registers, ran 1.5-1.7x the 16-bit pass's time).
+#include <cstdint>
+
+#include "attention/fp8_spec.h"
+#include "cuda/core/cuda_status.h"
+#include "cuda/core/device.cuh"
+#include "cuda/core/fp8.cuh"
+#include "cuda/pool/pool_cuda.h"
+#include "cuda/pool/pyramid8.cuh"
+#include "cuda/rearrange/gather_cuda.h"
+#include "pool/pool_spec.h"
+
+namespace psa {
+namespace gpu {
+namespace {
+
+constexpr int kFp8PoolThreads = 256;  // (block_n / 8) * (head_dim / 8) pairs at most
+
+struct Fp8Side {  // one tensor's outputs
+  uint8_t* x8[4];
+  float* scale;  // [heads, 4, nk]
+  float* smax;   // V: [heads]
+};
+
+// K's mean: CTA (channel group of 32, head); 256 threads load 128 first tokens at a time into
+// shared memory (8 rows x 32 channels per step, all loads independent), then warp 0 adds them in
+// key-block order, one lane per channel, in double (the oracle's order and precision).
+constexpr int kMeanRows = 128;
+template <typename T>
+__global__ void __launch_bounds__(256) k_mean_kernel(const T* __restrict__ src, int64_t sb, int64_t sh, int64_t sl,
+                                                     const int64_t* __restrict__ index, int64_t heads, int64_t d,
+                                                     int64_t nk, int64_t bn, float* __restrict__ k_mean,
+                                                     float* __restrict__ v_smax) {
+  __shared__ float tile[kMeanRows][32];
+  const int tx = static_cast<int>(threadIdx.x % 32), ty = static_cast<int>(threadIdx.x / 32);
+  const int64_t bh = blockIdx.y, ch = blockIdx.x * 32 + tx;
+  const T* base = src + (bh / heads) * sb + (bh % heads) * sh + ch;
+  double s = 0.0;
+  for (int64_t j0 = 0; j0 < nk; j0 += kMeanRows) {
+    const int rows = static_cast<int>(nk - j0 < kMeanRows ? nk - j0 : kMeanRows);
+    if (ch < d)
+#pragma unroll 4
+      for (int r = ty; r < rows; r += 8) {
+        const int64_t pos = (j0 + r) * bn;  // < len: nk = ceil(len / bn)
+        tile[r][tx] = Elem<T>::to_float(base[(index ? index[pos] : pos) * sl]);
+      }
+    __syncthreads();
+    if (ty == 0)
+      for (int r = 0; r < rows; ++r) s += static_cast<double>(tile[r][tx]);
+    __syncthreads();
+  }
+  if (ty == 0 && ch < d) k_mean[bh * d + ch] = static_cast<float>(s / static_cast<double>(nk));
+  if (threadIdx.x == 0 && blockIdx.x == 0) v_smax[bh] = 0.0f;
+}
+
+// The value quantized at level li: K minus its channel's mean (fp32), V as it is.
+template <bool kK>
+__device__ __forceinline__ float pre(float x, float mean) {
+  return kK ? __fsub_rn(x, mean) : x;
+}
+
+// 8 values of one token and 8 channels -> 8 bytes: int8 (K; -128 for a value that is not
+// finite) or e4m3 (V; NaN for one), as int8_quantize / fp8_quantize (cuda/core/fp8.cuh).
+template <typename T, bool kK>
+__device__ __forceinline__ uint2 quantize8(const uint4& v, const float (&mean)[8], float inv) {
+  float f[8];
+  unpack8<T>(v, f);
+  uint32_t w[2] = {0u, 0u};
+#pragma unroll
+  for (int e = 0; e < 8; e += 2) {
+    const uint32_t b = kK ? int8_quantize_code(pre<kK>(f[e], mean[e]), inv) |
+                                int8_quantize_code(pre<kK>(f[e + 1], mean[e + 1]), inv) << 8
+                          : fp8_quantize_x2(f[e], f[e + 1], inv);
+    w[e / 4] |= b << (8 * (e % 4));
+  }
+  return make_uint2(w[0], w[1]);
+}
+
+template <typename T, bool kVec, bool kK>
+__global__ void __launch_bounds__(kFp8PoolThreads)
+    gather_pool_fp8_kernel(const T* __restrict__ src, int64_t sb, int64_t sh, int64_t sl,
+                           const int64_t* __restrict__ index, int64_t heads, int64_t len, int64_t d, int64_t nk,
+                           int64_t bn, T* __restrict__ dst, const float* __restrict__ k_mean, Fp8Side o) {
+  __shared__ unsigned s_amax[4];  // fp32 bits of non-negative values: ordered as integers
+  __shared__ int s_bad[4];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int chunks = static_cast<int>(d / 8);
+  const int pairs = static_cast<int>(bn / 8) * chunks;
+  const int64_t j = blockIdx.x, bh = blockIdx.y;
+  if (tid < 4) {
+    s_amax[tid] = 0u;
+    s_bad[tid] = 0;
+  }
+  const bool active = tid < pairs;
+  const int64_t col = (tid % chunks) * 8;
+  const int64_t t = j * (bn / 8) + tid / chunks;  // this thread's level-8 token
+  const T* sh_base = src + (bh / heads) * sb + (bh % heads) * sh + col;
+  // The thread's 8 source tokens and their pyramid (pyramid8.cuh, as the 16-bit pass). Read
+  // twice: before the CTA's amax (with the level-1 copy) and after it (from L1), so that nothing
+  // is held across the barrier.
+  auto gather = [&](uint4 (&x)[8], uint4 (&p2)[4], uint4 (&p4)[2], uint4& p8, bool first) {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t pos = pooled_source(t * 4 + u / 2, 2, u & 1, len);
+      const T* s = sh_base + (index ? index[pos] : pos) * sl;
+      if (kVec) {
+        x[u] = first ? __ldg(reinterpret_cast<const uint4*>(s)) : *reinterpret_cast<const uint4*>(s);
+      } else {
+        T* e = reinterpret_cast<T*>(&x[u]);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) e[k] = s[k];
+      }
+      if (first && dst != nullptr && t * 8 + u < len)
+        *reinterpret_cast<uint4*>(dst + (bh * len + t * 8 + u) * d + col) = x[u];
+    }
+    pyramid8<T>(x, [&](int level, int u, const uint4& v) {
+      if (level == 2) p2[u] = v;
+      else if (level == 4) p4[u] = v;
+      else p8 = v;
+    });
+  };
+  float mean[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) mean[e] = kK && active ? k_mean[bh * d + col + e] : 0.0f;
+  float amax[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  bool bad[4] = {false, false, false, false};
+  if (active) {
+    uint4 x[8], p2[4], p4[2], p8;
+    gather(x, p2, p4, p8, true);
+    // Largest finite magnitude per level (level 1: the tokens inside the sequence only).
+    auto take = [&](int li, const uint4& v) {
+      float f[8];
+      unpack8<T>(v, f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {  // fp8_amax: NaN and +-inf do not count
+        const float a = fabsf(pre<kK>(f[e], mean[e]));
+        const bool finite = a <= 3.402823466e38f;
+        amax[li] = fmaxf(amax[li], finite ? a : 0.0f);
+        if (kK) bad[li] = bad[li] || !finite;
+      }
+    };
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      if (t * 8 + u < len) take(0, x[u]);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) take(1, p2[u]);
+    take(2, p4[0]);
+    take(2, p4[1]);
+    take(3, p8);
+  }
+  __syncthreads();  // s_amax / s_bad zeroed before anyone adds to them
+#pragma unroll
+  for (int li = 0; li < 4; ++li) {
+    const unsigned a = __reduce_max_sync(0xffffffffu, __float_as_uint(amax[li]));
+    const bool b = __any_sync(0xffffffffu, bad[li]);
+    if (tid % 32 == 0) {
+      atomicMax(&s_amax[li], a);
+      if (b) s_bad[li] = 1;
+    }
+  }
+  __syncthreads();
+  Fp8Scale sc[4];
+#pragma unroll
+  for (int li = 0; li < 4; ++li) sc[li] = fp8_scale(__uint_as_float(s_amax[li]), kK ? kInt8Max : kE4m3Max);
+  if (active) {
+    uint4 x[8], p2[4], p4[2], p8;
+    gather(x, p2, p4, p8, false);
+    auto put = [&](int li, int64_t tok, const uint4& v) {
+      const int64_t len_li = li == 0 ? len : pooled_length(nk, bn, 1 << li);
+      *reinterpret_cast<uint2*>(o.x8[li] + (bh * len_li + tok) * d + col) = quantize8<T, kK>(v, mean, sc[li].inv);
+    };
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      if (t * 8 + u < len) put(0, t * 8 + u, x[u]);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) put(1, t * 4 + u, p2[u]);
+    put(2, t * 2, p4[0]);
+    put(2, t * 2 + 1, p4[1]);
+    put(3, t, p8);
+  }
+  if (tid < 4) {
+    const int li = tid;
+    const float amax_li = __uint_as_float(s_amax[li]);
+    float* sc_out = o.scale + (bh * 4 + li) * nk + j;
+    if (kK) {
+      *sc_out = s_bad[li] ? __uint_as_float(0x7fc00000u) : sc[li].s;
+    } else {
+      *sc_out = amax_li > 0.0f ? sc[li].s : 0.0f;
+      if (amax_li > 0.0f) atomicMax(reinterpret_cast<unsigned*>(o.smax + bh), __float_as_uint(sc[li].s));
+    }
+  }
+}
+
+template <typename T, bool kK>
+psa_status launch_side(const GatherArgs& g, int64_t nk, int64_t bn, const float* k_mean, const Fp8Side& o,
+                       cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(nk), static_cast<unsigned>(g.batch * g.heads));
+  const int pairs = static_cast<int>((bn / 8) * (g.head_dim / 8));
+  const unsigned threads = static_cast<unsigned>((pairs + 31) / 32 * 32);
+  const auto* src = static_cast<const T*>(g.src);
+  T* dst = static_cast<T*>(g.dst);
+  if (rows_16b_aligned(g.src, g.stride))
+    gather_pool_fp8_kernel<T, true, kK><<<grid, threads, 0, stream>>>(
+        src, g.stride[0], g.stride[1], g.stride[2], g.index, g.heads, g.len, g.head_dim, nk, bn, dst, k_mean, o);
+  else
+    gather_pool_fp8_kernel<T, false, kK><<<grid, threads, 0, stream>>>(
+        src, g.stride[0], g.stride[1], g.stride[2], g.index, g.heads, g.len, g.head_dim, nk, bn, dst, k_mean, o);
+  return launch_status("gather_pool_fp8_kernel");
+}
+
+template <typename T>
+psa_status launch_fp8(const GatherArgs& gk, const GatherArgs& gv, int64_t nk, int64_t bn, const Fp8KvOut& out,
+                      cudaStream_t stream) {
+  const dim3 mean_grid(static_cast<unsigned>((gk.head_dim + 31) / 32), static_cast<unsigned>(gk.batch * gk.heads));
+  k_mean_kernel<T><<<mean_grid, 256, 0, stream>>>(static_cast<const T*>(gk.src), gk.stride[0], gk.stride[1],
+                                                   gk.stride[2], gk.index, gk.heads, gk.head_dim, nk, bn, out.k_mean,
+                                                   out.v_smax);
+  PSA_TRY(launch_status("k_mean_kernel"));
+  Fp8Side k{}, v{};
+  for (int li = 0; li < 4; ++li) {
+    k.x8[li] = static_cast<uint8_t*>(out.k8[li]);
+    v.x8[li] = static_cast<uint8_t*>(out.v8[li]);
+  }
+  k.scale = out.k_scale;
+  v.scale = out.v_scale;
+  v.smax = out.v_smax;
+  PSA_TRY((launch_side<T, true>(gk, nk, bn, out.k_mean, k, stream)));
+  return launch_side<T, false>(gv, nk, bn, nullptr, v, stream);
+}
+
+}  // namespace
+
+psa_status pool_fp8_supported(int64_t head_dim, int64_t block_n) {
+  PSA_RETURN_IF(head_dim % 8 != 0 || block_n % 8 != 0 || block_n < 8 || head_dim < 8 ||
+                    (block_n / 8) * (head_dim / 8) > kFp8PoolThreads,
+                PSA_ERR_UNSUPPORTED,
+                "head_dim = %lld, block_size.n = %lld; the 8-bit pool stage needs multiples of 8 with "
+                "block_size.n * head_dim <= %d",
+                static_cast<long long>(head_dim), static_cast<long long>(block_n), 64 * kFp8PoolThreads);
+  return PSA_OK;
+}
+
+psa_status gather_pool_fp8_cuda(const GatherArgs& gk, const GatherArgs& gv, int64_t n_blocks, int64_t block_n,
+                                const Fp8KvOut& out, cudaStream_t stream) {
+  PSA_TRY(pool_fp8_supported(gk.head_dim, block_n));
+  PSA_RETURN_IF(gk.dtype != gv.dtype || gk.batch != gv.batch || gk.heads != gv.heads || gk.len != gv.len ||
+                    gk.head_dim != gv.head_dim,
+                PSA_ERR_INTERNAL, "8-bit pool: K and V differ in dtype or shape");
+  PSA_RETURN_IF(gk.stride[3] != 1 || gv.stride[3] != 1, PSA_ERR_INTERNAL, "8-bit pool: the column stride must be 1");
+  if (gk.batch == 0 || gk.heads == 0 || gk.len == 0) return PSA_OK;
+  PSA_RETURN_IF(n_blocks * block_n < gk.len || (n_blocks - 1) * block_n >= gk.len, PSA_ERR_INTERNAL,
+                "8-bit pool: %lld blocks of %lld are not ceil(%lld / block)", static_cast<long long>(n_blocks),
+                static_cast<long long>(block_n), static_cast<long long>(gk.len));
+  PSA_RETURN_IF(gk.batch * gk.heads > 65535 || n_blocks > INT32_MAX, PSA_ERR_UNSUPPORTED,
+                "8-bit pool: %lld heads and %lld key blocks; the grid allows at most 65535 and 2^31 - 1",
+                static_cast<long long>(gk.batch * gk.heads), static_cast<long long>(n_blocks));
+  PSA_RETURN_IF(out.k_mean == nullptr || out.k_scale == nullptr || out.v_scale == nullptr || out.v_smax == nullptr,
+                PSA_ERR_INTERNAL, "8-bit pool: a scale output is NULL");
+  for (int li = 0; li < 4; ++li)
+    PSA_RETURN_IF(out.k8[li] == nullptr || out.v8[li] == nullptr || reinterpret_cast<uintptr_t>(out.k8[li]) % 8 != 0 ||
+                      reinterpret_cast<uintptr_t>(out.v8[li]) % 8 != 0,
+                  PSA_ERR_INTERNAL, "8-bit pool: level %d output NULL or not 8-byte aligned", li);
+  PSA_RETURN_IF(reinterpret_cast<uintptr_t>(gk.dst) % 16 != 0 || reinterpret_cast<uintptr_t>(gv.dst) % 16 != 0,
+                PSA_ERR_INTERNAL, "8-bit pool: level-1 copy not 16-byte aligned");
+  switch (gk.dtype) {
+    case PSA_DTYPE_F16: return launch_fp8<__half>(gk, gv, n_blocks, block_n, out, stream);
+    case PSA_DTYPE_BF16: return launch_fp8<__nv_bfloat16>(gk, gv, n_blocks, block_n, out, stream);
+    default:
+      return set_error(PSA_ERR_UNSUPPORTED, "8-bit pool: dtype = %d; the CUDA backend supports f16 and bf16",
+                       static_cast<int>(gk.dtype));
+  }
+}
+
+}  // namespace gpu
+}  // namespace psa
