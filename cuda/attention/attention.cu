@@ -5,6 +5,7 @@
 
 #include "cuda/attention/attention_cuda.h"
 #include "cuda/attention/attention_launch.h"
+#include "cuda/attention/fill_params.h"
 #include "core/tensor.h"
 #include "cuda/core/cuda_status.h"
 
@@ -63,12 +64,9 @@ psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
                 "attention: sparse call without a work list");
 
   AttnKernelParams p{};
-  p.q = a.q;
-  p.q_sb = a.q_stride[0];
-  p.q_sh = a.q_stride[1];
-  p.q_sl = a.q_stride[2];
+  fill_row_params(a, &p);
   p.q_rows = a.q_rows;
-  const int64_t nk = ceil_div(a.dims.len_k, a.dims.block_n);
+  const int64_t nk = p.nk;
   p.k[0] = a.k;
   p.v[0] = a.v;
   p.k_sb[0] = a.k_stride[0];
@@ -85,23 +83,6 @@ psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
     p.k_sh[li] = p.v_sh[li] = lp * a.dims.head_dim;
     p.k_sl[li] = p.v_sl[li] = a.dims.head_dim;
   }
-  p.out = a.out;
-  p.o_sb = a.o_stride[0];
-  p.o_sh = a.o_stride[1];
-  p.o_sl = a.o_stride[2];
-  p.out_vec = attention_rows_aligned(a.out, a.o_stride) ? 1 : 0;
-  p.lse = a.lse;
-  p.out_rows = a.out_rows;
-  p.wl_blocks = a.wl_blocks;
-  p.wl_count = a.wl_count;
-  p.heads_q = a.dims.heads_q;
-  p.group = a.dims.heads_q / a.dims.heads_kv;
-  p.len_q = a.dims.len_q;
-  p.len_k = a.dims.len_k;
-  p.nk = nk;
-  p.mq = ceil_div(a.dims.len_q, a.dims.block_m);
-  p.block_n = a.dims.block_n;
-  p.scale = a.scale;
   p.causal = a.causal ? 1 : 0;
   p.dense = a.dense ? 1 : 0;
   p.max_ctas = a.max_ctas > 0 ? a.max_ctas : 0;

@@ -3,6 +3,8 @@
 // attention kernel's P later). Each function returns the code that fp8_spec.h's definition
 // gives, bit for bit; tests/cuda/fp8_convert_cuda_test.cu checks that over every fp32 value.
 #pragma once
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 #include "attention/fp8_spec.h"
@@ -19,6 +21,29 @@ __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
   return b;
 #else
   return static_cast<uint32_t>(float_to_e4m3(lo)) | static_cast<uint32_t>(float_to_e4m3(hi)) << 8;
+#endif
+}
+
+// The value of the e4m3 code in the low byte of `code` (e4m3_to_float): from sm_89 on one
+// cvt.rn.f16x2.e4m3x2 (every e4m3 value is an f16 value) and the f16 -> f32 conversion.
+__device__ __forceinline__ float e4m3_value(uint32_t code) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<uint16_t>(code & 0xffu)));
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(h2 & 0xffffu)));
+#else
+  return e4m3_to_float(static_cast<uint8_t>(code));
+#endif
+}
+
+// Both values of an e4m3x2 pair (code of lo in bits 0-7, hi in 8-15).
+__device__ __forceinline__ float2 e4m3x2_values(uint32_t code2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<uint16_t>(code2 & 0xffffu)));
+  return __half22float2(*reinterpret_cast<const __half2*>(&h2));
+#else
+  return make_float2(e4m3_to_float(static_cast<uint8_t>(code2)), e4m3_to_float(static_cast<uint8_t>(code2 >> 8)));
 #endif
 }
 

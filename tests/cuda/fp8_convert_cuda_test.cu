@@ -2,7 +2,7 @@
 // every fp32 bit pattern (2^32 values, one kernel, a fraction of a second): the hardware e4m3
 // conversion (cvt.rn.satfinite) gives float_to_e4m3's code for every value (NaN inputs: a NaN
 // code), fp8_quantize_x2 gives the code of fp8_quantize, int8_quantize_code the byte of
-// int8_quantize. The library's 8-bit kernels rely on these being the CPU oracle's values.
+// int8_quantize; and e4m3_value decodes every code as e4m3_to_float. The library's 8-bit kernels rely on these being the CPU oracle's values.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -19,8 +19,8 @@ using psa::test::DevBuf;
 
 // Mismatches per check and the first input of each (0xffffffff: none).
 struct Sweep {
-  unsigned long long bad[3];
-  unsigned first[3];
+  unsigned long long bad[4];
+  unsigned first[4];
 };
 
 __device__ void note(Sweep* s, int k, uint32_t u) {
@@ -44,6 +44,11 @@ __global__ void sweep_kernel(Sweep* s) {
     const float r = psa::int8_quantize(x, 1.0f);
     const uint32_t want = r != r ? 0x80u : static_cast<uint32_t>(static_cast<int>(r)) & 0xffu;
     if (psa::gpu::int8_quantize_code(x, 1.0f) != want) note(s, 2, u);
+    // 4. e4m3_value of every code (the low byte of u): e4m3_to_float, NaN for NaN.
+    if (u < 256u) {
+      const float got = psa::gpu::e4m3_value(u), ref = psa::e4m3_to_float(static_cast<uint8_t>(u));
+      if (ref != ref ? got == got : __float_as_uint(got) != __float_as_uint(ref)) note(s, 3, u);
+    }
   }
 }
 
@@ -57,10 +62,11 @@ TEST(CudaFp8Convert, EveryFloatGivesTheSpecCode) {
   sweep_kernel<<<1024, 256>>>(d.get());
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
   const Sweep s = d.download()[0];
-  const char* what[3] = {"e4m3 conversion", "fp8_quantize", "int8_quantize"};
-  for (int k = 0; k < 3; ++k)
+  const char* what[4] = {"e4m3 conversion", "fp8_quantize", "int8_quantize", "e4m3 decoding"};
+  for (int k = 0; k < 4; ++k)
     EXPECT_EQ(0ull, s.bad[k]) << what[k] << ": first differing input 0x" << std::hex << s.first[k];
-  std::printf("[fp8 convert] 2^32 inputs: mismatches %llu / %llu / %llu\n", s.bad[0], s.bad[1], s.bad[2]);
+  std::printf("[fp8 convert] 2^32 inputs: mismatches %llu / %llu / %llu; 256 codes decoded: %llu\n", s.bad[0],
+              s.bad[1], s.bad[2], s.bad[3]);
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include "attention/attention_spec.h"
 #include "cuda/attention/attention_params.h"
 #include "cuda/attention/row_stream.cuh"
+#include "cuda/attention/sm90/row_parts_sm90.cuh"
 #include "cuda/core/device.cuh"
 #include "cuda/core/sm90.cuh"
 
@@ -224,30 +225,16 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
         }
       }
       __syncwarp();
-      const int32_t* ntok = plan->ntok;
-      const int32_t* woff = plan->woff;
       const int32_t total = plan->total;
       const int32_t* wl = p.dense ? nullptr : p.wl_blocks + row * p.nk;
       for (int32_t t = 0; t < total; ++t) {
         const int32_t u_ring = T0 + t;
         const int s = u_ring % S;
         const uint32_t use_parity = ((u_ring / S) - 1) & 1;  // phase of the stage's previous use
-        int32_t w0;
-        const int li = level_of_tile(t, plan->tiles, KT, w0);
-        const int32_t P = sp.box_rows[li];  // rows per entry (= per TMA box), a power of two
-        const int lg = 31 - __clz(P);
-        const int32_t rows = min(KT, ntok[li] - w0);
-        const int32_t entries = (rows + P - 1) >> lg;
-        const int32_t loaded = entries << lg;
-        // The tile's key blocks: entry lane + 32 j in ent[j], loaded before the wait for the
-        // stage so the load overlaps it (one list read per tile).
-        int32_t ent[4] = {0, 0, 0, 0};
-        if (!p.dense) {
-          const int32_t* src = wl + woff[li] + (w0 >> lg);
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            if (lane + 32 * j < entries) ent[j] = __ldg(src + lane + 32 * j);
-        }
+        const TileEntries te = tile_entries<KT>(p, plan, t, sp.box_rows, wl, lane);
+        const int li = te.li, lg = te.lg;
+        const int32_t w0 = te.w0, entries = te.entries, loaded = te.loaded;
+        const int32_t* ent = te.ent;
         // Rows past the stream's end get zeros (never NaN garbage into the products); then one
         // TMA box per entry and 64-column panel.
         T* dk = sK + s * KT * D;
@@ -283,37 +270,10 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
           // faster (PERF_NOTES.md, "The producer warp's per-tile work"). Causal tiles keep it
           // (they need the last covered key; computing that from the entries too added a
           // 52-byte spill at d128).
-          bool all = w0 + KT <= ntok[li];
+          bool all = tile_all_valid<KT>(p, plan, te);
           int32_t last = -1;  // last key position any token of the tile covers (causal fast path)
-          if (all && li == 0 && !p.dense) {
-            bool in = true;
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-              if (lane + 32 * j < entries) in = in && (static_cast<int64_t>(ent[j]) + 1) * P <= p.len_k;
-            all = __all_sync(0xffffffffu, in) != 0;
-          }
           if (u_ring >= S) mbar_wait(bar_ek(s), use_parity);
-          if (!all || p.causal) {  // warp-uniform
-            all = true;
-#pragma unroll
-            for (int u = 0; u < KT / 32; ++u) {
-              const int rr = u * 32 + lane;
-              const int32_t w = w0 + rr;
-              // Key rr belongs to entry rr >> lg, held by lane (rr >> lg) & 31 in ent[u >> lg]
-              // (the same slot on every lane, since 32 lanes span at most 32 entries).
-              const int j = u >> lg;
-              const int32_t ej = j == 0 ? ent[0] : j == 1 ? ent[1] : j == 2 ? ent[2] : ent[3];
-              const int32_t blk = __shfl_sync(0xffffffffu, ej, (rr >> lg) & 31);
-              int64_t tok = -1;
-              if (w < ntok[li]) tok = p.dense ? w : static_cast<int64_t>(blk) * P + (rr & (P - 1));
-              const bool valid = tok >= 0 && (li > 0 || tok < p.len_k);
-              all = all && valid;
-              if (valid) last = max(last, static_cast<int32_t>(((tok + 1) << li) - 1));
-              sTok[s * KT + rr] = valid ? static_cast<int32_t>(tok) : -1;
-            }
-            all = __all_sync(0xffffffffu, all) != 0;
-            last = __reduce_max_sync(0xffffffffu, last);
-          }
+          if (!all || p.causal) all = tile_token_list<KT>(p, plan, te, sTok + s * KT, last);  // warp-uniform
           zero_tail(dk);
           if (lane == 0) {
             sFlag[s * 4] = all;
@@ -420,16 +380,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       }
     }
     float m_use[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m_run[r], mx[r]);
-      alpha[r] = m_run[r] == neg_inf() ? 0.0f : fast_exp2(m_run[r] - m_new);
-      m_run[r] = m_new;
-      m_use[r] = m_new == neg_inf() ? 0.0f : m_new;
-      l_run[r] *= alpha[r];
-    }
+    update_row_max(mx, m_run, l_run, alpha, m_use);
 #pragma unroll
     for (int j = 0; j < KT / 2; ++j) {
       sc[j] = fast_exp2(sc[j] - m_use[(j >> 1) & 1]);
@@ -519,48 +470,10 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     // epilogue (attention_kernel_sm80.cuh): a change to the empty-row, lse or row-order rule
     // changes both.
     float inv[2];
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      l_run[rr] += __shfl_xor_sync(0xffffffffu, l_run[rr], 1);
-      l_run[rr] += __shfl_xor_sync(0xffffffffu, l_run[rr], 2);
-      inv[rr] = l_run[rr] != 0.0f ? 1.0f / l_run[rr] : 0.0f;  // NaN propagates; only empty rows give 0
-    }
-    if (p.lse != nullptr && tq == 0) {
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int64_t x = x0 + wrow + g + rr * 8;
-        if (x < p.len_q) {
-          const int64_t orow = p.out_rows ? p.out_rows[x] : x;
-          p.lse[(b * p.heads_q + h) * p.len_q + orow] =
-              l_run[rr] != 0.0f ? m_run[rr] * 0.6931471805599453f + logf(l_run[rr]) : neg_inf();
-        }
-      }
-    }
-#pragma unroll
-    for (int nn = 0; nn < D / 8; ++nn) {
-      const int r0 = wrow + g;
-      *reinterpret_cast<uint32_t*>(sQ + tile_off<BM>(r0, nn) + tq * 2) =
-          Elem<T>::pack(o[nn * 4 + 0] * inv[0], o[nn * 4 + 1] * inv[0]);
-      *reinterpret_cast<uint32_t*>(sQ + tile_off<BM>(r0 + 8, nn) + tq * 2) =
-          Elem<T>::pack(o[nn * 4 + 2] * inv[1], o[nn * 4 + 3] * inv[1]);
-    }
+    finish_row_sums(p, l_run, m_run, 1.0f, inv, b, h, x0, wrow, g, tq, [](int) { return -0.0f; });
+    stage_out_rows<T, BM, D>(sQ, o, inv, wrow, g, tq);
     named_bar_sync(2 + cw, 128);
-    T* ob = static_cast<T*>(p.out) + b * p.o_sb + h * p.o_sh;
-    for (int c = ctid; c < 64 * NC; c += 128) {
-      const int rw = cw * 64 + c / NC, cc = c % NC;
-      const int64_t x = x0 + rw;
-      if (x >= p.len_q) continue;
-      const int64_t orow = p.out_rows ? p.out_rows[x] : x;
-      const uint4 val = *reinterpret_cast<const uint4*>(sQ + tile_off<BM>(rw, cc));
-      T* dst = ob + orow * p.o_sl + cc * 8;
-      if (p.out_vec) {
-        *reinterpret_cast<uint4*>(dst) = val;
-      } else {
-        const T* e = reinterpret_cast<const T*>(&val);
-#pragma unroll
-        for (int u = 0; u < 8; ++u) dst[u] = e[u];
-      }
-    }
+    store_out_rows<T, BM, D>(p, sQ, b, h, x0, cw, ctid);
     // The slot's next use is a TMA write (async proxy) of the row after next: order this
     // thread's generic accesses of it before that, then free it.
     fence_proxy_async();

@@ -1,0 +1,523 @@
+// cuda/attention/sm90/attention_fp8_kernel_sm90.cuh -- attention stage, the 8-bit path's kernel
+// for Hopper (sm_90a), device half: attention/attention_fp8.h's rule on the operands of
+// cuda/pool/pool_fp8.cu (int8 K - k_mean and e4m3 V per level, one scale per (level, key
+// block)). Same row walk, tile stream, ring of stages and barrier protocol as
+// attention_kernel_sm90.cuh (read that file first); what differs:
+//   - Q: the bf16 tile lands by TMA as there; the consumers quantize it to int8 in shared memory
+//     (one scale per 128-row query block: both warpgroups' amax), and take q . k_mean per row
+//     for the lse;
+//   - S = Q8 K8^T by wgmma s8 (int32, exact), then z = S * s_q * s_k(entry) * scale + bias; the
+//     K warp writes each tile's per-entry s_k and V share f = s_v / s_v,max with the entries;
+//   - P: w = p * f * 448 rounded to e4m3 (l sums the rounded weights / (448 f)), packed straight
+//     from the S accumulator layout into the k32 A fragment; the key order inside each 32-key
+//     step that this implies is applied to V instead;
+//   - V: e4m3 tiles land [keys][d] by TMA (a transposed global V would need 8-byte TMA boxes for
+//     level-8 entries at block_n 64); warps 1 and 3 of the producer warpgroup transpose each
+//     tile into [d][keys] (wgmma takes 8-bit B K-major only), in that key order;
+//   - out = O * s_v,max / 448 / l; lse = m + ln l + (q . k_mean) * scale.
+// Head dim 128, block_m 128, non-causal, work-list rows (no dense path), Q in place (no q_rows).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "attention/attention_spec.h"
+#include "cuda/attention/attention_params.h"
+#include "cuda/attention/row_stream.cuh"
+#include "cuda/attention/sm90/row_parts_sm90.cuh"
+#include "cuda/core/device.cuh"
+#include "cuda/core/fp8.cuh"
+#include "cuda/core/sm90.cuh"
+
+namespace psa {
+namespace gpu {
+namespace sm90 {
+
+struct Fp8Traits {
+  static constexpr int kD = 128;
+  static constexpr int kBM = 128;
+  static constexpr int kKT = 128;
+  static constexpr int kStages = 2;
+  static constexpr int kThreads = 384;
+  static constexpr int kProducerRegs = 56;
+  static constexpr int kConsumerRegs = 224;
+  static constexpr size_t kQBytes = size_t{2} * kBM * kD;  // bf16 Q slot
+  static constexpr size_t kTile8 = size_t{kKT} * kD;      // an 8-bit [128][128] tile
+  static constexpr size_t kOffQ = 0;
+  static constexpr size_t kOffQ8 = kOffQ + 2 * kQBytes;
+  static constexpr size_t kOffK = kOffQ8 + kTile8;
+  static constexpr size_t kOffV = kOffK + kStages * kTile8;
+  static constexpr size_t kOffVt = kOffV + kStages * kTile8;
+  static constexpr size_t kOffTok = kOffVt + kStages * kTile8;
+  static constexpr size_t kOffFlag = kOffTok + sizeof(int32_t) * kStages * kKT;
+  static constexpr size_t kOffTab = kOffFlag + sizeof(int32_t) * kStages * 4;  // s_k, 448 f, 1 / (448 f)
+  static constexpr size_t kOffQinfo = kOffTab + sizeof(float) * 3 * kStages * kKT;
+  // per Q slot: 8 warp amaxes, q . k_mean of 128 rows
+  static constexpr size_t kQinfoFloats = 8 + kBM;
+  static constexpr size_t kOffBar = kOffQinfo + sizeof(float) * 2 * kQinfoFloats;
+  static constexpr int kBars = 6 * kStages + 6;  // K, V, Vt landed; K, Vt, V free; Q full, Q free, plan x 2
+  static constexpr size_t kOffPlan = kOffBar + sizeof(uint64_t) * kBars;
+  static constexpr size_t kSmemBytes = kOffPlan + 2 * sizeof(RowPlan) + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "fits the sm90 shared-memory carve-out");
+  static_assert(kOffQ8 % 1024 == 0 && kOffK % 1024 == 0 && kOffV % 1024 == 0 && kOffVt % 1024 == 0,
+                "swizzle atoms start on 1024 bytes");
+  static_assert(kOffBar % 8 == 0, "mbarriers are 8-byte aligned");
+};
+
+// Kernel parameters: the common block (q, out, lse, work list, dims, scale), the bf16 Q map,
+// the 8-bit K / V maps per level (boxes of 128 bytes x box_rows rows) and the scales of
+// cuda/pool/pool_cuda.h's Fp8KvOut.
+struct Sm90Fp8Params {
+  AttnKernelParams a;
+  int64_t batch;
+  CUtensorMap q;
+  CUtensorMap k[4];
+  CUtensorMap v[4];
+  int32_t box_rows[4];
+  const float* k_mean;   // [B*Hkv, 128]
+  const float* k_scale;  // [B*Hkv, 4, nk]
+  const float* v_scale;  // [B*Hkv, 4, nk]
+  const float* v_smax;   // [B*Hkv]
+};
+
+// Byte offset of (row, byte column c) in an 8-bit [rows][128] tile, 128-byte swizzle.
+__device__ __forceinline__ int off8(int row, int c) { return row * 128 + ((((c >> 4) ^ row) & 7) << 4) + (c & 15); }
+
+// Key order inside each 32-key step of P V: the P value a thread holds at logical k (its k32
+// A-fragment position) comes from physical key phys_of_logical(k) of the step.
+__device__ __forceinline__ int phys_of_logical(int k) {
+  const int h = k >> 4, tq = (k >> 2) & 3, r = k & 3;
+  return h * 16 + (r >> 1) * 8 + tq * 2 + (r & 1);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const __grid_constant__ Sm90Fp8Params sp) {
+#ifdef PSA_SM90_DEVICE
+  const AttnKernelParams& p = sp.a;
+  using Tr = Fp8Traits;
+  constexpr int BM = Tr::kBM, KT = Tr::kKT, S = Tr::kStages, D = Tr::kD;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = align_smem_1024(smem_raw);
+  unsigned char* sK = smem + Tr::kOffK;
+  unsigned char* sV = smem + Tr::kOffV;
+  unsigned char* sVt = smem + Tr::kOffVt;
+  int32_t* sTok = reinterpret_cast<int32_t*>(smem + Tr::kOffTok);
+  int32_t* sFlag = reinterpret_cast<int32_t*>(smem + Tr::kOffFlag);
+  float* sKs = reinterpret_cast<float*>(smem + Tr::kOffTab);  // [S][KT] s_k per entry
+  float* sF = sKs + S * KT;                                    // [S][KT] 448 f
+  float* sFi = sF + S * KT;                                    // [S][KT] 1 / (448 f)
+  float* sQinfo = reinterpret_cast<float*>(smem + Tr::kOffQinfo);
+  const uint32_t bar0 = smem_addr(smem + Tr::kOffBar);
+  auto bar_k = [&](int s) { return bar0 + 8u * s; };             // K landed (+ tables, tokens)
+  auto bar_v = [&](int s) { return bar0 + 8u * (S + s); };       // raw V landed
+  auto bar_vt = [&](int s) { return bar0 + 8u * (2 * S + s); };  // V transposed
+  auto bar_ek = [&](int s) { return bar0 + 8u * (3 * S + s); };  // K free
+  auto bar_ev = [&](int s) { return bar0 + 8u * (4 * S + s); };  // transposed V free
+  auto bar_evr = [&](int s) { return bar0 + 8u * (5 * S + s); }; // raw V free
+  auto bar_qf = [&](int q) { return bar0 + 8u * (6 * S + q); };
+  auto bar_qe = [&](int q) { return bar0 + 8u * (6 * S + 2 + q); };
+  auto bar_pl = [&](int q) { return bar0 + 8u * (6 * S + 4 + q); };
+  auto q_slot = [&](int q) { return reinterpret_cast<T*>(smem + Tr::kOffQ + q * Tr::kQBytes); };
+  auto plan_of = [&](int q) { return reinterpret_cast<RowPlan*>(smem + Tr::kOffPlan) + q; };
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wg = tid / 128;
+  const int64_t n_rows = p.mq * p.heads_q * sp.batch;
+  auto decode = [&](int64_t r, int64_t& i, int64_t& h, int64_t& b) {
+    i = r % p.mq;
+    h = (r / p.mq) % p.heads_q;
+    b = r / (p.mq * p.heads_q);
+  };
+
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(bar_k(s), 32);
+      mbar_init(bar_v(s), 32);
+      mbar_init(bar_vt(s), 64);   // every lane of the two transposer warps
+      mbar_init(bar_ek(s), 256);
+      mbar_init(bar_ev(s), 8);    // one arrival per consumer warp
+      mbar_init(bar_evr(s), 64);  // every transposer lane
+    }
+    for (int q = 0; q < 2; ++q) {
+      mbar_init(bar_qf(q), 1);
+      mbar_init(bar_qe(q), 256);
+      mbar_init(bar_pl(q), 1);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ================================ producer ================================
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegs));
+    const int role = warp;  // 0: K warp, 2: V warp, 1 and 3: transposers
+    int32_t T0 = 0;
+    int n = 0;
+    for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x, ++n) {
+      int64_t i, h, b;
+      decode(r, i, h, b);
+      const int64_t hk = h / p.group;
+      const int64_t x0 = i * BM;
+      const int q = n & 1;
+      RowPlan* plan = plan_of(q);
+      if (role != 0) {
+        mbar_wait(bar_pl(q), (n >> 1) & 1);  // the row's plan is in place
+      } else if (n >= 2) {
+        mbar_wait(bar_qe(q), ((n >> 1) - 1) & 1);
+      }
+      if (lane == 0 && role == 0) {
+        plan_row_stream(p, r, x0, BM, KT, plan);
+        mbar_arrive(bar_pl(q));
+        mbar_arrive_expect_tx(bar_qf(q), static_cast<uint32_t>(Tr::kQBytes));  // releases the plan
+        for (int pn = 0; pn < D / 64; ++pn)
+          tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64), &sp.q, bar_qf(q), pn * 64, static_cast<int>(x0),
+                      static_cast<int>(h), static_cast<int>(b));
+      }
+      __syncwarp();
+      const int32_t total = plan->total;
+      if (role == 1 || role == 3) {
+        // ---- transposers: raw V [key][d] of stage s -> V^T [d][logical key] ----
+        const int tl = (role == 1 ? 0 : 32) + lane;  // 0..63
+        for (int32_t t = 0; t < total; ++t) {
+          const int32_t u_ring = T0 + t;
+          const int s = u_ring % S;
+          mbar_wait(bar_v(s), (u_ring / S) & 1);
+          if (u_ring >= S) mbar_wait(bar_ev(s), ((u_ring / S) - 1) & 1);
+          const unsigned char* src = sV + s * Tr::kTile8;
+          unsigned char* dst = sVt + s * Tr::kTile8;
+          // Unit (d group of 4, logical key group of 4): 32 x 32 units, 16 per lane.
+#pragma unroll 4
+          for (int unit = tl; unit < 1024; unit += 64) {
+            const int dg = unit & 31, kg = unit >> 5;  // d0 = 4 dg; logical keys 4 kg .. 4 kg + 3
+            const int d0 = dg * 4;
+            const int k32 = kg >> 3, kl = (kg & 7) * 4;  // 32-key step, first logical key in it
+            uint32_t a[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+              const int key = k32 * 32 + phys_of_logical(kl + u);
+              a[u] = *reinterpret_cast<const uint32_t*>(src + off8(key, d0));
+            }
+            const uint32_t t0 = __byte_perm(a[0], a[1], 0x5140), t1 = __byte_perm(a[2], a[3], 0x5140);
+            const uint32_t t2 = __byte_perm(a[0], a[1], 0x7362), t3 = __byte_perm(a[2], a[3], 0x7362);
+            const uint32_t b4[4] = {__byte_perm(t0, t1, 0x5410), __byte_perm(t0, t1, 0x7632),
+                                    __byte_perm(t2, t3, 0x5410), __byte_perm(t2, t3, 0x7632)};
+#pragma unroll
+            for (int u = 0; u < 4; ++u) *reinterpret_cast<uint32_t*>(dst + off8(d0 + u, k32 * 32 + kl)) = b4[u];
+          }
+          fence_proxy_async();  // the generic writes before the consumers' wgmma reads
+          mbar_arrive(bar_vt(s));
+          mbar_arrive(bar_evr(s));  // the raw tile is read
+        }
+        T0 += total;
+        continue;
+      }
+      const bool vw = role == 2;
+      const int32_t* wl = p.wl_blocks + r * p.nk;
+      const int64_t kv = b * (p.heads_q / p.group) + hk;  // (batch, K/V head)
+      float vsmax = sp.v_smax[kv];
+      vsmax = vsmax > 0.0f ? vsmax : 1.0f;
+      for (int32_t t = 0; t < total; ++t) {
+        const int32_t u_ring = T0 + t;
+        const int s = u_ring % S;
+        const uint32_t use_parity = ((u_ring / S) - 1) & 1;
+        const TileEntries te = tile_entries<KT>(p, plan, t, sp.box_rows, wl, lane);
+        const int li = te.li, lg = te.lg;
+        const int32_t entries = te.entries, loaded = te.loaded;
+        const int32_t* ent = te.ent;
+        unsigned char* dst = (vw ? sV : sK) + s * Tr::kTile8;
+        const uint32_t bar = vw ? bar_v(s) : bar_k(s);
+        if (!vw) {
+          // Per-entry scales (read before the stage wait so the loads overlap it).
+          float ks[4], f[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            ks[j] = 0.0f;
+            f[j] = 1.0f;
+            if (lane + 32 * j < entries) {
+              const int64_t at = (kv * 4 + li) * p.nk + ent[j];
+              ks[j] = __ldg(sp.k_scale + at);
+              const float vs = __ldg(sp.v_scale + at);
+              f[j] = vs > 0.0f ? vs / vsmax : 1.0f;
+            }
+          }
+          bool all = tile_all_valid<KT>(p, plan, te);
+          if (u_ring >= S) mbar_wait(bar_ek(s), use_parity);
+          // Every entry slot of the tile, past `entries` too (s_k 0, f 1): the consumers read the
+          // slot of each column, and the zero rows' logits must be 0 * s_k, not 0 * stale bits.
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int e = lane + 32 * j;
+            if (e < (KT >> lg)) {
+              sKs[s * KT + e] = ks[j];
+              sF[s * KT + e] = f[j] * kE4m3Max;
+              sFi[s * KT + e] = 1.0f / (f[j] * kE4m3Max);
+            }
+          }
+          int32_t last = -1;
+          if (!all) all = tile_token_list<KT>(p, plan, te, sTok + s * KT, last);
+          if (lane == 0) sFlag[s * 4] = all;
+        } else if (u_ring >= S) {
+          mbar_wait(bar_evr(s), use_parity);
+        }
+        if (loaded < KT) {  // rows past the stream: zeros (warp-uniform)
+          for (int c = loaded * 8 + lane; c < KT * 8; c += 32) {
+            const int kr = c >> 3, cc = c & 7;
+            *reinterpret_cast<uint4*>(dst + off8(kr, cc * 16)) = make_uint4(0, 0, 0, 0);
+          }
+          fence_proxy_async();
+        }
+        __syncwarp();
+        if (lane == 0)
+          mbar_arrive_expect_tx(bar, static_cast<uint32_t>(loaded) * D);
+        else
+          mbar_arrive(bar);
+        const CUtensorMap* map = vw ? &sp.v[li] : &sp.k[li];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int e = lane + 32 * j;
+          if (e < entries)
+            tma_load_4d(smem_addr(dst + (e << lg) * 128), map, bar, 0, ent[j] << lg, static_cast<int>(hk),
+                        static_cast<int>(b));
+        }
+      }
+      T0 += total;
+    }
+    return;
+  }
+
+  // ================================ consumers ================================
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tr::kConsumerRegs));
+  const int cw = wg - 1;
+  const int ctid = tid - 128 * wg;
+  const int g = lane >> 2, tq = lane & 3;
+  const int wrow = cw * 64 + (warp & 3) * 16;
+  constexpr float kLog2e = 1.4426950408889634f;
+  const uint32_t q8_addr = smem_addr(smem + Tr::kOffQ8) + cw * 64 * 128;
+  const uint32_t k_addr = smem_addr(sK), vt_addr = smem_addr(sVt);
+  unsigned char* sQ8 = smem + Tr::kOffQ8;
+
+  float o[D / 2];
+  int32_t si[KT / 2];
+  float sc[KT / 2];
+  uint32_t pf[KT / 32][4];
+  float m_run[2], l_run[2];
+  const int32_t* tiles = nullptr;
+  float qs_sl2 = 0.0f;  // s_q * scale * log2(e)
+
+  auto issue_qk = [&](int s) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 32; ++kk) {
+      const uint64_t da = sw128_desc(q8_addr + kk * 32, 16, 1024);
+      const uint64_t db = sw128_desc(k_addr + s * static_cast<uint32_t>(Tr::kTile8) + kk * 32, 16, 1024);
+      Wgmma8<KT>::ss_s8(si, da, db, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  };
+  auto issue_pv = [&](int s) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < KT / 32; ++kk) {
+      const uint64_t db = sw128_desc(vt_addr + s * static_cast<uint32_t>(Tr::kTile8) + kk * 32, 16, 1024);
+      Wgmma8<D>::rs_e4m3(o, pf[kk], db);
+    }
+    wgmma_commit();
+  };
+  // Logits, running max, and the weights w = 2^(z - m) * 448 f (in sc; l gets the rounded
+  // weights / (448 f)); returns the rescale factor of the old state per row.
+  auto softmax = [&](int32_t t, int s, float alpha[2]) {
+    int32_t w0;
+    const int li = level_of_tile(t, tiles, KT, w0);
+    const float bias2 = level_log_bias(1 << li) * kLog2e;
+    const int lg = 31 - __clz(static_cast<int>(p.block_n >> li));
+    const int32_t* tok = sTok + s * KT;
+    const bool full = sFlag[s * 4] != 0;
+    float mx[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+    for (int nn = 0; nn < KT / 8; ++nn) {
+#pragma unroll
+      for (int e1 = 0; e1 < 2; ++e1) {
+        const int col = nn * 8 + tq * 2 + e1;
+        float cb = bias2;
+        if (!full) cb = tok[col] >= 0 ? bias2 : neg_inf();
+        const float cs = qs_sl2 * sKs[s * KT + (col >> lg)];
+        sc[nn * 4 + e1] = fmaf(__int2float_rn(si[nn * 4 + e1]), cs, cb);
+        sc[nn * 4 + e1 + 2] = fmaf(__int2float_rn(si[nn * 4 + e1 + 2]), cs, cb);
+        mx[0] = fmaxf(mx[0], sc[nn * 4 + e1]);
+        mx[1] = fmaxf(mx[1], sc[nn * 4 + e1 + 2]);
+      }
+    }
+    float m_use[2];
+    update_row_max(mx, m_run, l_run, alpha, m_use);
+    // Weights of the thread's two columns of block nn in one e4m3x2 code per row (kept in
+    // sc[nn * 4 + 2 * rr] as bits; the A fragment is made of these pairs).
+#pragma unroll
+    for (int nn = 0; nn < KT / 8; ++nn) {
+      const int c0 = nn * 8 + tq * 2;
+      const float f0 = sF[s * KT + (c0 >> lg)], f1 = sF[s * KT + ((c0 + 1) >> lg)];
+      const float i0 = sFi[s * KT + (c0 >> lg)], i1 = sFi[s * KT + ((c0 + 1) >> lg)];
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const float w0 = fast_exp2(sc[nn * 4 + 2 * rr] - m_use[rr]) * f0;
+        const float w1 = fast_exp2(sc[nn * 4 + 2 * rr + 1] - m_use[rr]) * f1;
+        const uint32_t code = e4m3x2(w0, w1);
+        const float2 rw = e4m3x2_values(code);  // the weights P V will see
+        l_run[rr] = fmaf(rw.x, i0, fmaf(rw.y, i1, l_run[rr]));
+        sc[nn * 4 + 2 * rr] = __uint_as_float(code);
+      }
+    }
+  };
+  auto rescale_and_pack = [&](const float alpha[2]) {
+#pragma unroll
+    for (int j = 0; j < D / 2; ++j) o[j] *= alpha[(j >> 1) & 1];
+    // k32 step kk: a0 = row g, logical keys 4tq..4tq+3 = physical n8 blocks 4kk, 4kk+1 at
+    // columns 2tq, 2tq+1; a2 the same from blocks 4kk+2, 4kk+3; a1 / a3 row g + 8.
+#pragma unroll
+    for (int kk = 0; kk < KT / 32; ++kk) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int b0 = (4 * kk + 2 * hh) * 4, b1 = (4 * kk + 2 * hh + 1) * 4;
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr)
+          pf[kk][2 * hh + rr] = __float_as_uint(sc[b0 + 2 * rr]) | __float_as_uint(sc[b1 + 2 * rr]) << 16;
+      }
+    }
+  };
+  auto release = [&](uint32_t bar) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  };
+
+  int32_t T0 = 0;
+  int n = 0;
+  for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x, ++n) {
+    int64_t i, h, b;
+    decode(r, i, h, b);
+    const int64_t x0 = i * BM;
+    const int64_t kv = b * (p.heads_q / p.group) + h / p.group;
+    const int q = n & 1;
+    T* sQ = q_slot(q);
+    float* qinfo = sQinfo + q * Tr::kQinfoFloats;
+    mbar_wait(bar_qf(q), (n >> 1) & 1);
+    tiles = plan_of(q)->tiles;
+    const int32_t total = plan_of(q)->total;
+
+    // ---- Q -> int8: units (row, 16 channels) of this warpgroup's 64 rows, 4 per thread ----
+    {
+      const float* km = sp.k_mean + kv * D;
+      // The 16 bf16 values of (row, channels 16 c16 ..) from the swizzled Q slot.
+      auto q_unit = [&](int row, int c16, float (&x)[16]) {
+        unpack8<T>(*reinterpret_cast<const uint4*>(sQ + tile_off<BM>(row, 2 * c16)), x);
+        unpack8<T>(*reinterpret_cast<const uint4*>(sQ + tile_off<BM>(row, 2 * c16 + 1)), x + 8);
+      };
+      float amax = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int unit = ctid + 128 * j, row = cw * 64 + unit / 8, c16 = unit % 8;
+        float x[16];
+        q_unit(row, c16, x);
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 16; ++e) {
+          const float a = fabsf(x[e]);
+          amax = fmaxf(amax, a <= 3.402823466e38f ? a : 0.0f);
+          dot = fmaf(x[e], __ldg(km + c16 * 16 + e), dot);
+        }
+        // The row's 8 units are 8 consecutive lanes.
+        dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+        dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+        dot += __shfl_xor_sync(0xffffffffu, dot, 4);
+        if (c16 == 0) qinfo[8 + row] = dot;
+      }
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 8));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 16));
+      if (lane == 0) qinfo[warp - 4] = amax;
+      named_bar_sync(1, 256);  // both warpgroups' amaxes (one query block)
+      float qa = qinfo[0];
+#pragma unroll
+      for (int w = 1; w < 8; ++w) qa = fmaxf(qa, qinfo[w]);
+      const Fp8Scale qsc = fp8_scale(qa, kInt8Max);
+      qs_sl2 = qsc.s * p.scale * kLog2e;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int unit = ctid + 128 * j, row = cw * 64 + unit / 8, c16 = unit % 8;
+        float x[16];
+        q_unit(row, c16, x);
+        uint32_t w4[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          w4[e] = int8_quantize_code(x[4 * e], qsc.inv) | int8_quantize_code(x[4 * e + 1], qsc.inv) << 8 |
+                  int8_quantize_code(x[4 * e + 2], qsc.inv) << 16 | int8_quantize_code(x[4 * e + 3], qsc.inv) << 24;
+        *reinterpret_cast<uint4*>(sQ8 + off8(row, c16 * 16)) = make_uint4(w4[0], w4[1], w4[2], w4[3]);
+      }
+      fence_proxy_async();
+      named_bar_sync(2 + cw, 128);  // this warpgroup's Q8 rows are complete
+    }
+
+#pragma unroll
+    for (int j = 0; j < D / 2; ++j) o[j] = 0.0f;
+    m_run[0] = m_run[1] = neg_inf();
+    l_run[0] = l_run[1] = 0.0f;
+
+    if (total > 0) {
+      float alpha[2];
+      const int s0 = T0 % S;
+      mbar_wait(bar_k(s0), (T0 / S) & 1);
+      issue_qk(s0);
+      wgmma_wait<0>();
+      fence_regs(si);
+      softmax(0, s0, alpha);
+      mbar_arrive(bar_ek(s0));
+      rescale_and_pack(alpha);
+      for (int32_t t = 1; t < total; ++t) {
+        const int32_t u = T0 + t;
+        const int s = u % S, sp_ = (u - 1) % S;
+        mbar_wait(bar_k(s), (u / S) & 1);
+        fence_regs(o);
+        fence_regs(pf);
+        issue_qk(s);
+        mbar_wait(bar_vt(sp_), ((u - 1) / S) & 1);
+        issue_pv(sp_);
+        wgmma_wait<1>();
+        fence_regs(si);
+        softmax(t, s, alpha);
+        mbar_arrive(bar_ek(s));
+        wgmma_wait<0>();
+        fence_regs(o);
+        fence_regs(pf);
+        release(bar_ev(sp_));
+        rescale_and_pack(alpha);
+      }
+      const int32_t ul = T0 + total - 1;
+      const int sl = ul % S;
+      mbar_wait(bar_vt(sl), (ul / S) & 1);
+      fence_regs(o);
+      fence_regs(pf);
+      issue_pv(sl);
+      wgmma_wait<0>();
+      fence_regs(o);
+      release(bar_ev(sl));
+    }
+    T0 += total;
+
+    // Epilogue: out = O * s_v,max / 448 / l; lse = m ln2 + ln l + (q . k_mean) * scale.
+    float vsmax = sp.v_smax[kv];
+    vsmax = vsmax > 0.0f ? vsmax : 1.0f;
+    float inv[2];
+    finish_row_sums(p, l_run, m_run, vsmax / kE4m3Max, inv, b, h, x0, wrow, g, tq,
+                    [&](int rw) { return qinfo[8 + rw] * p.scale; });
+    stage_out_rows<T, BM, D>(sQ, o, inv, wrow, g, tq);
+    named_bar_sync(2 + cw, 128);
+    store_out_rows<T, BM, D>(p, sQ, b, h, x0, cw, ctid);
+    fence_proxy_async();
+    mbar_arrive(bar_qe(q));
+  }
+#endif  // PSA_SM90_DEVICE
+}
+
+}  // namespace sm90
+}  // namespace gpu
+}  // namespace psa

@@ -1,0 +1,182 @@
+// cuda/attention/sm90/row_parts_sm90.cuh -- attention stage, kernel layer for Hopper: the parts
+// of a row's walk that the 16-bit kernel (attention_kernel_sm90.cuh) and the 8-bit one
+// (attention_fp8_kernel_sm90.cuh) share: the producer's view of one tile of the packed key
+// stream (its entries and their key blocks, the token list of the consumers' masked path), the
+// consumers' running-maximum update, and the epilogue's staging and row stores. Device code of
+// the sm_90a pass only.
+#pragma once
+#include <cstdint>
+
+#include "attention/attention_spec.h"
+#include "cuda/attention/attention_params.h"
+#include "cuda/attention/row_stream.cuh"
+#include "cuda/core/device.cuh"
+#include "cuda/core/sm90.cuh"
+
+namespace psa {
+namespace gpu {
+namespace sm90 {
+
+#ifdef PSA_SM90_DEVICE
+// Tile t of a row's stream (plan) as the producer's warp sees it: level index, first stream
+// position, rows per entry P = box_rows[li] (a power of two, 2^lg), the entries (one TMA box
+// each) and the rows they load; the key block of entry lane + 32 j in ent[j] (work list `wl`
+// of the row; unused on the dense path, whose entries are consecutive).
+struct TileEntries {
+  int li;
+  int32_t w0, P, lg, entries, loaded;
+  int32_t ent[4];
+};
+template <int KT>
+__device__ __forceinline__ TileEntries tile_entries(const AttnKernelParams& p, const RowPlan* plan, int32_t t,
+                                                    const int32_t* box_rows, const int32_t* wl, int lane) {
+  TileEntries te;
+  te.li = level_of_tile(t, plan->tiles, KT, te.w0);
+  te.P = box_rows[te.li];
+  te.lg = 31 - __clz(te.P);
+  const int32_t rows = min(KT, plan->ntok[te.li] - te.w0);
+  te.entries = (rows + te.P - 1) >> te.lg;
+  te.loaded = te.entries << te.lg;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) te.ent[j] = 0;
+  if (!p.dense) {  // one list read per tile, before the stage wait so that it overlaps it
+    const int32_t* src = wl + plan->woff[te.li] + (te.w0 >> te.lg);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (lane + 32 * j < te.entries) te.ent[j] = __ldg(src + lane + 32 * j);
+  }
+  return te;
+}
+
+// Whether every row of the tile is a valid token, told from the entries (one test per lane):
+// rows past the level's stream are not, nor at level 1 the tokens of a key block past len_k.
+// Warp-uniform.
+template <int KT>
+__device__ __forceinline__ bool tile_all_valid(const AttnKernelParams& p, const RowPlan* plan, const TileEntries& te) {
+  bool all = te.w0 + KT <= plan->ntok[te.li];
+  if (all && te.li == 0 && !p.dense) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    bool in = true;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (lane + 32 * j < te.entries) in = in && (static_cast<int64_t>(te.ent[j]) + 1) * te.P <= p.len_k;
+    all = __all_sync(0xffffffffu, in) != 0;
+  }
+  return all;
+}
+
+// The per-key token list of the tile (tok[rr]: the token of key row rr, -1 when not valid), for
+// the consumers' masked path; returns whether every row is valid and sets `last` to the last key
+// position any token covers (the causal fast path). Warp-uniform results.
+template <int KT>
+__device__ __forceinline__ bool tile_token_list(const AttnKernelParams& p, const RowPlan* plan, const TileEntries& te,
+                                                int32_t* tok, int32_t& last) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  bool all = true;
+#pragma unroll
+  for (int u = 0; u < KT / 32; ++u) {
+    const int rr = u * 32 + lane;
+    const int32_t w = te.w0 + rr;
+    // Key rr belongs to entry rr >> lg, held by lane (rr >> lg) & 31 in ent[u >> lg] (the same
+    // slot on every lane, since 32 lanes span at most 32 entries).
+    const int j = u >> te.lg;
+    const int32_t ej = j == 0 ? te.ent[0] : j == 1 ? te.ent[1] : j == 2 ? te.ent[2] : te.ent[3];
+    const int32_t blk = __shfl_sync(0xffffffffu, ej, (rr >> te.lg) & 31);
+    int64_t t = -1;
+    if (w < plan->ntok[te.li]) t = p.dense ? w : static_cast<int64_t>(blk) * te.P + (rr & (te.P - 1));
+    const bool valid = t >= 0 && (te.li > 0 || t < p.len_k);
+    all = all && valid;
+    if (valid) last = max(last, static_cast<int32_t>(((t + 1) << te.li) - 1));
+    tok[rr] = valid ? static_cast<int32_t>(t) : -1;
+  }
+  last = __reduce_max_sync(0xffffffffu, last);
+  return __all_sync(0xffffffffu, all) != 0;
+}
+
+// Consumers, after a tile's logits: the quad's row maxima mx[2] (each lane saw 2 of every 8
+// columns) join the running state; alpha = the old state's rescale factor, m_use = the maximum
+// to subtract (0 for a row that has seen no visible key), l scaled by alpha.
+__device__ __forceinline__ void update_row_max(float mx[2], float m_run[2], float l_run[2], float alpha[2],
+                                               float m_use[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    const float m_new = fmaxf(m_run[r], mx[r]);
+    alpha[r] = m_run[r] == neg_inf() ? 0.0f : fast_exp2(m_run[r] - m_new);
+    m_run[r] = m_new;
+    m_use[r] = m_new == neg_inf() ? 0.0f : m_new;
+    l_run[r] *= alpha[r];
+  }
+}
+
+// Epilogue, row sums and lse: l summed over the quad (each lane holds 2 of every 8 columns);
+// inv = num / l (0 for an empty row; NaN propagates); lse = m ln 2 + ln l + extra(row in the
+// tile) for the rows inside len_q (-inf for an empty row), written by the quad's first lane in
+// the caller's row order (extra returning -0.0f adds nothing, in every rounding).
+template <typename Extra>
+__device__ __forceinline__ void finish_row_sums(const AttnKernelParams& p, float l_run[2], const float m_run[2],
+                                                float num, float inv[2], int64_t b, int64_t h, int64_t x0, int wrow,
+                                                int g, int tq, Extra&& extra) {
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    l_run[rr] += __shfl_xor_sync(0xffffffffu, l_run[rr], 1);
+    l_run[rr] += __shfl_xor_sync(0xffffffffu, l_run[rr], 2);
+    inv[rr] = l_run[rr] != 0.0f ? num / l_run[rr] : 0.0f;
+  }
+  if (p.lse != nullptr && tq == 0) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int rw = wrow + g + rr * 8;
+      const int64_t x = x0 + rw;
+      if (x < p.len_q) {
+        const int64_t orow = p.out_rows ? p.out_rows[x] : x;
+        p.lse[(b * p.heads_q + h) * p.len_q + orow] =
+            l_run[rr] != 0.0f ? m_run[rr] * 0.6931471805599453f + logf(l_run[rr]) + extra(rw) : neg_inf();
+      }
+    }
+  }
+}
+
+// Epilogue, staging: the thread's accumulator o (rows wrow + g and + 8, D / 8 column groups)
+// times inv[row] into the [BM][D] swizzled tile `stage` (the row's Q slot).
+template <typename T, int BM, int D>
+__device__ __forceinline__ void stage_out_rows(T* stage, const float* o, const float inv[2], int wrow, int g, int tq) {
+#pragma unroll
+  for (int nn = 0; nn < D / 8; ++nn) {
+    const int r0 = wrow + g;
+    *reinterpret_cast<uint32_t*>(stage + tile_off<BM>(r0, nn) + tq * 2) =
+        Elem<T>::pack(o[nn * 4 + 0] * inv[0], o[nn * 4 + 1] * inv[0]);
+    *reinterpret_cast<uint32_t*>(stage + tile_off<BM>(r0 + 8, nn) + tq * 2) =
+        Elem<T>::pack(o[nn * 4 + 2] * inv[1], o[nn * 4 + 3] * inv[1]);
+  }
+}
+
+// Epilogue, stores: consumer warpgroup cw's 64 staged rows of query block x0 / BM to out (rows
+// back in the caller's order through out_rows; rows past len_q skipped), 16 bytes at a time.
+template <typename T, int BM, int D>
+__device__ __forceinline__ void store_out_rows(const AttnKernelParams& p, const T* stage, int64_t b, int64_t h,
+                                               int64_t x0, int cw, int ctid) {
+  constexpr int NC = D / 8;
+  T* ob = static_cast<T*>(p.out) + b * p.o_sb + h * p.o_sh;
+  for (int c = ctid; c < 64 * NC; c += 128) {
+    const int rw = cw * 64 + c / NC, cc = c % NC;
+    const int64_t x = x0 + rw;
+    if (x >= p.len_q) continue;
+    const int64_t orow = p.out_rows ? p.out_rows[x] : x;
+    const uint4 val = *reinterpret_cast<const uint4*>(stage + tile_off<BM>(rw, cc));
+    T* dst = ob + orow * p.o_sl + cc * 8;
+    if (p.out_vec) {
+      *reinterpret_cast<uint4*>(dst) = val;
+    } else {
+      const T* e = reinterpret_cast<const T*>(&val);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) dst[u] = e[u];
+    }
+  }
+}
+#endif  // PSA_SM90_DEVICE
+
+}  // namespace sm90
+}  // namespace gpu
+}  // namespace psa
