@@ -237,6 +237,7 @@ RunReport execute_run(const RunOptions& o) {
   RunReport r;
   ConfigPtr cfg = load_config(o, r);
   if (o.causal) check(psa_config_set_int(cfg.get(), PSA_PARAM_CAUSAL, 1));
+  if (o.precision >= 0) check(psa_config_set_int(cfg.get(), PSA_PARAM_PRECISION, o.precision));
   r.info = read_preset_info(cfg.get());
   psa_config* dense_raw = nullptr;
   check(psa_config_clone(cfg.get(), &dense_raw));

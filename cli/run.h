@@ -26,6 +26,7 @@ struct RunOptions {
   int text_position = -1;             // psa_text_position; -1: first when there is text
   psa_layout layout = PSA_LAYOUT_BNSD;
   bool causal = false;
+  int precision = -1;                 // psa_precision; -1: the preset's
   std::string q_path, k_path, v_path; // all three or none
   std::string out_path, save_inputs;  // --out FILE, --save-inputs PREFIX
   bool step_given = false;

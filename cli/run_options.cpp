@@ -57,6 +57,8 @@ cxxopts::Options make_options(bool demo) {
       ("layout", "bnsd ([B,H,L,D]) or bsnd ([B,L,H,D]) for inputs, files and --out",
        cxxopts::value<std::string>()->default_value("bnsd"), "L")
       ("causal", "causal attention (presets that rearrange tokens reject it)")
+      ("precision", "default or fp8: the sparse attention's arithmetic (fp8: the 8-bit rule, on the "
+                    "cpu backend; default: the preset's)", cxxopts::value<std::string>(), "P")
       ("query", "(or --q) queries from a .npy file: '<f4', '<f2', or '<u2' holding bf16 bits "
                 "with --dtype bf16", cxxopts::value<std::string>(), "FILE")
       ("key", "(or --k) keys from a .npy file", cxxopts::value<std::string>(), "FILE")
@@ -184,6 +186,10 @@ bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions&
   p.layout = pick<psa_layout>(o, "layout", str("layout"),
                               {{"bnsd", PSA_LAYOUT_BNSD}, {"bsnd", PSA_LAYOUT_BSND}});
   p.causal = r.count("causal") != 0;
+  if (r.count("precision")) {
+    p.precision = pick<psa_precision>(o, "precision", str("precision"),
+                                      {{"default", PSA_PRECISION_DEFAULT}, {"fp8", PSA_PRECISION_FP8}});
+  }
   if (r.count("out")) p.out_path = str("out");
   if (r.count("save-inputs")) p.save_inputs = str("save-inputs");
   p.step_given = r.count("step") != 0;

@@ -229,6 +229,18 @@ typedef enum psa_text_rule {
                                         blocks are level 1 (LEVELS format only)            */
 } psa_text_rule;
 
+/* Arithmetic of the sparse attention stage (PSA_PARAM_PRECISION). FP8 is attention/attention_fp8.h's
+ * rule: Q and K as int8 (K minus its mean over the first token of each key block), P and V as
+ * e4m3, one scale per query block and per (level, key block), fp32 accumulation; about half the
+ * bytes and, on Hopper tensor cores, twice the multiply rate of 16-bit. Dense steps (method dense,
+ * warm-up steps) and the ring API keep the default. */
+typedef enum psa_precision {
+  PSA_PRECISION_DEFAULT = 0, /* the input's 16-bit type on the GPU, fp32 on the CPU            */
+  PSA_PRECISION_FP8 = 1      /* 8-bit operands as above: the CPU backend evaluates the rule
+                                exactly (the oracle of the GPU kernels); the CUDA backend
+                                refuses it for now (its Hopper kernels are not yet used)     */
+} psa_precision;
+
 /* Parameter ids. Pinned values; new ids are appended. The YAML key that sets each one is
  * given in brackets ("-" = API only). */
 typedef enum psa_param {
@@ -281,7 +293,8 @@ typedef enum psa_param {
    * (a multiple of block_size.m; memory only, the scores do not depend on it). */
   PSA_PARAM_XATTN_STRIDE = 40,       /* 1..128, divides block_size.m (8)  [xattn_stride]     */
   PSA_PARAM_XATTN_CHUNK_SIZE = 41,   /* >= 64 (4096)                  [xattn_chunk_size]     */
-  PSA_PARAM_COUNT_ = 42              /* number of ids; not a parameter                      */
+  PSA_PARAM_PRECISION = 42,          /* psa_precision (DEFAULT)              [precision]     */
+  PSA_PARAM_COUNT_ = 43              /* number of ids; not a parameter                      */
 } psa_param;
 
 typedef enum psa_param_type {

@@ -26,6 +26,8 @@ psa_status check_ring_context(const psa_context* ctx) {
                 static_cast<int>(ctx->cfg.method));
   PSA_RETURN_IF(ctx->cfg.causal, PSA_ERR_UNSUPPORTED,
                 "causal = 1: the PSA ring supports non-causal attention only");
+  PSA_RETURN_IF(ctx->cfg.precision != PSA_PRECISION_DEFAULT, PSA_ERR_UNSUPPORTED,
+                "precision = fp8: the PSA ring runs the default precision only");
   return PSA_OK;
 }
 

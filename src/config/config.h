@@ -87,6 +87,9 @@ struct Config {
   int64_t xattn_stride = 8;
   int64_t xattn_chunk_size = 4096;
 
+  // Arithmetic of the sparse attention stage (psa_precision).
+  psa_precision precision = PSA_PRECISION_DEFAULT;
+
   // Accepted from YAML for compatibility, no effect on the math.
   bool verbose = false;
   bool enable_logging = false;

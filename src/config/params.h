@@ -41,6 +41,7 @@ inline constexpr const char* kMaskModeNames[] = {"topk", "thresholdbound", "ener
 inline constexpr const char* kMaskFormatNames[] = {"new_mask_type", "old_mask_type"};
 inline constexpr const char* kRearrangeNames[] = {"Gilbert", "STA", "SemanticAware", "Hybrid"};
 inline constexpr const char* kTextRuleNames[] = {"span", "reference_suffix"};
+inline constexpr const char* kPrecisionNames[] = {"default", "fp8"};
 
 // int32 caps keep counts and products of grid sizes far from int64 overflow downstream.
 inline constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
@@ -117,7 +118,8 @@ constexpr int count_of(const T (&)[N]) { return N; }
   X(PSA_PARAM_HEAD_OFFSET, "head_offset", PSA_INT_RANGE(0, kI32Max), head_offset)                  \
   X(PSA_PARAM_BATCH_OFFSET, "batch_offset", PSA_INT_RANGE(0, kI32Max), batch_offset)            \
   X(PSA_PARAM_XATTN_STRIDE, "xattn_stride", PSA_INT_RANGE(1, 128), xattn_stride)                  \
-  X(PSA_PARAM_XATTN_CHUNK_SIZE, "xattn_chunk_size", PSA_INT_RANGE(64, kI32Max), xattn_chunk_size)
+  X(PSA_PARAM_XATTN_CHUNK_SIZE, "xattn_chunk_size", PSA_INT_RANGE(64, kI32Max), xattn_chunk_size) \
+  X(PSA_PARAM_PRECISION, "precision", PSA_ENUM(kPrecisionNames), precision)
 
 // Row of `id`, or nullptr when `id` is not a parameter.
 const ParamInfo* param_info(psa_param id);

@@ -45,7 +45,7 @@ const Keys kPresetKeys = {
     // libpsa extensions.
     "min_full_attn_ratio", "sample_divisor", "seed", "causal", "scale", "calls_per_step",
     "inference_steps", "text_rule", "text_rows_dense", "sparsity", "cdf_threshold", "keep_sink",
-    "keep_recent", "xattn_stride", "xattn_chunk_size"};
+    "keep_recent", "xattn_stride", "xattn_chunk_size", "precision"};
 const Keys kBlockSizeKeys = {"m", "n", "tile_n"};
 const Keys kSimKeys = {"x2", "x4", "x8"};
 const Keys kRatioKeys = {"1", "2", "4", "8", "0"};  // index == LevelSlot

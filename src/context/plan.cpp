@@ -31,6 +31,7 @@ RoutePlan resolve_route(const Config& config) {
   r.keep_recent = config.keep_recent;
   r.xattn_stride = config.xattn_stride;
   r.xattn_chunk_size = config.xattn_chunk_size;
+  r.precision = config.precision;
   r.text_length = config.text_length;
   return r;
 }

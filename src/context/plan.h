@@ -44,6 +44,8 @@ struct RoutePlan {
   bool keep_sink = true, keep_recent = true;
   // psa_causal (route kCausalPsa): antidiagonal stride, query chunk, leading text tokens.
   int64_t xattn_stride = 8, xattn_chunk_size = 4096, text_length = 0;
+  // Sparse attention arithmetic (dense routes ignore it).
+  psa_precision precision = PSA_PRECISION_DEFAULT;
 
   bool sparse() const { return route != Route::kDense; }
   bool block_method() const { return route == Route::kBlockMethod; }

@@ -436,7 +436,7 @@ void add_config_cases(std::vector<BadCase>& v) {
   v.push_back({"set_sta_tile_zero", A, "tile_size.h = 0", set_i(PSA_PARAM_STA_TILE_H, 0)});
   v.push_back({"set_int_on_double_param", A, "use psa_config_set_double", set_i(PSA_PARAM_SPARSITY, 0)});
   v.push_back({"set_double_on_int_param", A, "use psa_config_set_int", set_d(PSA_PARAM_BLOCK_M, 128.0)});
-  v.push_back({"set_unknown_param", A, "param = 42", set_i(psa_param(42), 0)});
+  v.push_back({"set_unknown_param", A, "param = 43", set_i(psa_param(43), 0)});
   v.push_back({"get_negative_param", A, "param = -1", [](Env& e) { return psa_config_get_int(e.cfg.get(), psa_param(-1), &e.i64); }});
   v.push_back({"get_double_of_int_param", A, "use psa_config_get_int", [](Env& e) {
                  return psa_config_get_double(e.cfg.get(), PSA_PARAM_BLOCK_N, &e.f64);

@@ -28,7 +28,8 @@ __version__ = "0.1.0"
 from ._errors import Error  # noqa: E402  (before capi: the error hook imports it)
 from . import capi  # noqa: E402
 from ._config import (Backend, Config, DType, Layout, MaskFormat, MaskMode,  # noqa: E402
-                      Method, Param, Rearrange, Status, TextPosition, TextRule, param_info)
+                      Method, Param, Precision, Rearrange, Status, TextPosition, TextRule,
+                      param_info)
 from ._context import Context, Stats  # noqa: E402
 from ._mask import TokenOrder, plot_mask  # noqa: E402
 from ._api import (DEFAULT_MODEL, attention, cache_info, clear_cache,  # noqa: E402
@@ -63,7 +64,7 @@ def cuda_available() -> bool:
 
 
 __all__ = ["Backend", "Config", "Context", "DEFAULT_MODEL", "DType", "Error", "Layout",
-           "MaskFormat", "MaskMode", "Method", "Param", "Rearrange", "Stats", "Status",
+           "MaskFormat", "MaskMode", "Method", "Param", "Precision", "Rearrange", "Stats", "Status",
            "TextPosition", "TextRule", "TokenOrder", "attention", "cache_info", "capi",
            "clear_cache", "cuda_available", "header_version", "library_version",
            "merge_attention", "param_info", "plot_mask", "presets", "sequence_order",

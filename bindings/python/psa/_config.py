@@ -120,6 +120,18 @@ class TextRule(_WordEnum):
         return {0: "span", 1: "reference_suffix"}
 
 
+class Precision(_WordEnum):
+    """Arithmetic of the sparse attention stage (parameter ``precision``): DEFAULT (the
+    input's 16-bit type on the GPU, fp32 on the CPU) or FP8 (the 8-bit rule; CPU backend)."""
+
+    DEFAULT = capi.PSA_PRECISION_DEFAULT
+    FP8 = capi.PSA_PRECISION_FP8
+
+    @classmethod
+    def _words(cls) -> Dict[int, str]:
+        return {0: "default", 1: "fp8"}
+
+
 def _int_enum(name: str, prefix: str, exclude: Tuple[str, ...] = ()) -> Type[enum.IntEnum]:
     """An IntEnum of the capi constants named prefix + X (PSA_DTYPE_F16 -> DType.F16)."""
     members = [(key[len(prefix):], int(getattr(capi, key))) for key in dir(capi)
@@ -148,7 +160,7 @@ Param.__doc__ = "Parameter ids; their YAML-style names are what Config keys are.
 # Parameters whose values are enum words; 0/1 integer parameters read back as bool.
 _ENUM_PARAMS: Dict[str, Type[_WordEnum]] = {
     "type": Method, "mask_mode": MaskMode, "attn_impl": MaskFormat,
-    "rearrange_method": Rearrange, "text_rule": TextRule}
+    "rearrange_method": Rearrange, "text_rule": TextRule, "precision": Precision}
 
 Value = Union[int, float, bool, str, _WordEnum]
 Key = Union[str, int]
@@ -195,7 +207,7 @@ class Config:
         cfg["use_rearrange"]                # -> True
 
     Enum-valued keys read back as their enum (``Method``, ``MaskMode``, ``MaskFormat``,
-    ``Rearrange``, ``TextRule``), 0/1 flags as bool, other integers as int and the rest as
+    ``Rearrange``, ``TextRule``, ``Precision``), 0/1 flags as bool, other integers as int and the rest as
     float. Cross-parameter rules are checked by :meth:`validate` and when a context is made.
     """
 

@@ -60,3 +60,22 @@ def test_validate_reports_cross_parameter_rules():
         cfg.validate()
     assert info.value.status == psa.Status.ERR_INVALID_CONFIG
     assert "mask_ratios" in info.value.message
+
+
+def test_precision_key_words_and_cpu_forward():
+    cfg = psa.Config.load("Wan2.1_1.3b", "psa_balanced")
+    assert cfg["precision"] == psa.Precision.DEFAULT and str(cfg["precision"]) == "default"
+    cfg["precision"] = "fp8"
+    assert cfg["precision"] == psa.Precision.FP8 and str(cfg["precision"]) == "fp8"
+    with pytest.raises(ValueError, match="'default', 'fp8'"):
+        cfg["precision"] = "int4"
+    # The 8-bit rule on the CPU backend: a few tenths of a percent from the default precision,
+    # never equal to it.
+    import numpy as np
+    from conftest import rel_l2, video_qkv
+    q, k, v = video_qkv((2, 16, 16), seed=int(np.random.default_rng().integers(1 << 30)))
+    grid = (2, 16, 16)
+    out8 = psa.attention(q, k, v, grid=grid, step=20, config=cfg)
+    cfg["precision"] = "default"
+    out16 = psa.attention(q, k, v, grid=grid, step=20, config=cfg)
+    assert 0.0 < rel_l2(out8, out16) < 0.05

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "attention/attention_fp8.h"
 #include "backend/backend.h"
 #include "core/carver.h"
 #include "core/error.h"
@@ -152,12 +153,22 @@ class CpuForward {
   }
   void attention() {
     const Problem& pb = plan_.problem;
-    if (route_ == Route::kDense)
+    if (route_ == Route::kDense) {
       dense_attention_cpu(s_.q, pb.len_q, s_.k, s_.v, pb.len_k, pb.head_dim, plan_.scale,
                           plan_.route.causal, s_.out, s_.lse);
-    else
+    } else if (plan_.route.precision == PSA_PRECISION_FP8) {  // the 8-bit rule, evaluated exactly
+      // Only the levels this route pooled (the block methods use level 1 alone): V's largest
+      // block scale is taken over the levels given.
+      Pyramid k8 = kp_, v8 = vp_;
+      if (!plan_.route.pyramid())
+        for (int li = 1; li < 4; ++li) k8.level[li] = v8.level[li] = nullptr;
+      const Fp8HeadCpu h8 = fp8_quantize_head_cpu(s_.q, pb.len_q, k8, v8, pb.len_k, pb.head_dim,
+                                                  plan_.block_m, plan_.block_n);
+      sparse_attention_fp8_cpu(h8, s_.levels, plan_.scale, plan_.route.causal, 0, pb.len_q, s_.out, s_.lse);
+    } else {
       sparse_attention_cpu(s_.q, pb.len_q, kp_, vp_, pb.len_k, pb.head_dim, plan_.block_m,
                            plan_.block_n, s_.levels, plan_.scale, plan_.route.causal, s_.out, s_.lse);
+    }
   }
   void inverse(int64_t b, int64_t h) {
     const Problem& pb = plan_.problem;
