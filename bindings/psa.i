@@ -210,12 +210,13 @@ PSA_CS_OUT(psa_param_type *, type, ParamType)
 %rename(Rearrange) psa_rearrange;
 %rename(TextPosition) psa_text_position;
 %rename(TextRule) psa_text_rule;
+%rename(Precision) psa_precision;
 %rename(Param) psa_param;
 %rename(ParamType) psa_param_type;
 %rename(Backend) psa_backend;
 %rename(OK) PSA_OK;
 %rename("%(regex:/^PSA_(ERR_.*)$/\\1/)s", %$isenumitem) "";
-%rename("%(regex:/^PSA_(DTYPE|LAYOUT|METHOD|MASK_MODE|MASK_FORMAT|REARRANGE|TEXT_RULE|TEXT|PARAM_TYPE|PARAM|BACKEND)_(.*)$/\\2/)s", %$isenumitem) "";
+%rename("%(regex:/^PSA_(DTYPE|LAYOUT|METHOD|MASK_MODE|MASK_FORMAT|REARRANGE|TEXT_RULE|TEXT|PRECISION|PARAM_TYPE|PARAM|BACKEND)_(.*)$/\\2/)s", %$isenumitem) "";
 #endif
 
 %ignore PSA_STATUS_FORCE_32BIT_;
