@@ -95,6 +95,11 @@ fn presets_and_parameters() {
     assert_eq!(cfg.get_int(sys::PSA_PARAM_WARMUP_STEPS).unwrap(), 0);
     assert_eq!(copy.get_int(sys::PSA_PARAM_WARMUP_STEPS).unwrap(), 15);
     assert_eq!(Config::load("Wan2.1_1.3b", None).unwrap().get_int(sys::PSA_PARAM_BLOCK_N).unwrap(), 128);
+    // The sparse attention's arithmetic: default, or the 8-bit rule (PSA_PRECISION_FP8).
+    assert_eq!(cfg.get_int(sys::PSA_PARAM_PRECISION).unwrap(), sys::PSA_PRECISION_DEFAULT as i64);
+    cfg.set("precision", sys::PSA_PRECISION_FP8 as f64).unwrap();
+    assert_eq!(cfg.get_int(sys::PSA_PARAM_PRECISION).unwrap(), sys::PSA_PRECISION_FP8 as i64);
+    assert!(cfg.set("precision", 2.0).is_err());
 }
 
 #[test]
