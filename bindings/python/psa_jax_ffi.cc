@@ -113,10 +113,12 @@ bool same_word(std::string_view a, std::string_view b) {
 
 // YAML words of the enum-valued parameters (as psa/_config.py spells them).
 std::optional<int64_t> enum_word(std::string_view param, std::string_view text) {
-  static const Word kMethod[] = {{"psa", PSA_METHOD_PSA}, {"dense", PSA_METHOD_DENSE},
-                                 {"rf_v2", PSA_METHOD_RF_V2}, {"ada_bsa", PSA_METHOD_ADA_BSA}};
+  static const Word kMethod[] = {{"psa", PSA_METHOD_PSA},         {"dense", PSA_METHOD_DENSE},
+                                 {"rf_v2", PSA_METHOD_RF_V2},     {"ada_bsa", PSA_METHOD_ADA_BSA},
+                                 {"psa_causal", PSA_METHOD_PSA_CAUSAL}};
   static const Word kMaskMode[] = {{"topk", PSA_MASK_MODE_TOPK},
-                                   {"thresholdbound", PSA_MASK_MODE_THRESHOLDBOUND}};
+                                   {"thresholdbound", PSA_MASK_MODE_THRESHOLDBOUND},
+                                   {"energybound", PSA_MASK_MODE_ENERGYBOUND}};
   static const Word kFormat[] = {{"new_mask_type", PSA_MASK_FORMAT_SEGMENTS},
                                  {"old_mask_type", PSA_MASK_FORMAT_LEVELS}};
   static const Word kRearrange[] = {{"Gilbert", PSA_REARRANGE_GILBERT},
@@ -125,6 +127,7 @@ std::optional<int64_t> enum_word(std::string_view param, std::string_view text) 
                                     {"Hybrid", PSA_REARRANGE_HYBRID}};
   static const Word kTextRule[] = {{"span", PSA_TEXT_RULE_SPAN},
                                    {"reference_suffix", PSA_TEXT_RULE_REFERENCE_SUFFIX}};
+  static const Word kPrecision[] = {{"default", PSA_PRECISION_DEFAULT}, {"fp8", PSA_PRECISION_FP8}};
   const Word* table = nullptr;
   size_t count = 0;
   auto use = [&](const Word* words, size_t n) { table = words, count = n; };
@@ -133,6 +136,7 @@ std::optional<int64_t> enum_word(std::string_view param, std::string_view text) 
   else if (param == "attn_impl") use(kFormat, std::size(kFormat));
   else if (param == "rearrange_method") use(kRearrange, std::size(kRearrange));
   else if (param == "text_rule") use(kTextRule, std::size(kTextRule));
+  else if (param == "precision") use(kPrecision, std::size(kPrecision));
   for (size_t i = 0; i < count; ++i) {
     if (same_word(text, table[i].name)) return table[i].value;
   }
