@@ -145,11 +145,10 @@ __global__ void __launch_bounds__(kFp8PoolThreads)
       float f[8];
       unpack8<T>(v, f);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {  // fp8_amax: NaN and +-inf do not count
-        const float a = fabsf(pre<kK>(f[e], mean[e]));
-        const bool finite = a <= 3.402823466e38f;
-        amax[li] = fmaxf(amax[li], finite ? a : 0.0f);
-        if (kK) bad[li] = bad[li] || !finite;
+      for (int e = 0; e < 8; ++e) {
+        const float y = pre<kK>(f[e], mean[e]);
+        amax[li] = fp8_amax(amax[li], y);  // NaN and +-inf do not count
+        if (kK) bad[li] = bad[li] || !(fabsf(y) <= 3.402823466e38f);
       }
     };
 #pragma unroll

@@ -128,6 +128,13 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     h = (r / p.mq) % p.heads_q;
     b = r / (p.mq * p.heads_q);
   };
+  // (batch, K/V head) of query head h, and its s_v,max (0 -- no V block with a non-zero value --
+  // stands for 1, as in the oracle).
+  auto kv_of = [&](int64_t b, int64_t h) { return b * (p.heads_q / p.group) + h / p.group; };
+  auto v_smax_of = [&](int64_t kv) {
+    const float m = sp.v_smax[kv];
+    return m > 0.0f ? m : 1.0f;
+  };
 
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
@@ -213,9 +220,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
       }
       const bool vw = role == 2;
       const int32_t* wl = p.wl_blocks + r * p.nk;
-      const int64_t kv = b * (p.heads_q / p.group) + hk;  // (batch, K/V head)
-      float vsmax = sp.v_smax[kv];
-      vsmax = vsmax > 0.0f ? vsmax : 1.0f;
+      const int64_t kv = kv_of(b, h);
+      const float vsmax = v_smax_of(kv);
       for (int32_t t = 0; t < total; ++t) {
         const int32_t u_ring = T0 + t;
         const int s = u_ring % S;
@@ -394,7 +400,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     int64_t i, h, b;
     decode(r, i, h, b);
     const int64_t x0 = i * BM;
-    const int64_t kv = b * (p.heads_q / p.group) + h / p.group;
+    const int64_t kv = kv_of(b, h);
     const int q = n & 1;
     T* sQ = q_slot(q);
     float* qinfo = sQinfo + q * Tr::kQinfoFloats;
@@ -419,8 +425,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         float dot = 0.0f;
 #pragma unroll
         for (int e = 0; e < 16; ++e) {
-          const float a = fabsf(x[e]);
-          amax = fmaxf(amax, a <= 3.402823466e38f ? a : 0.0f);
+          amax = fp8_amax(amax, x[e]);  // NaN and +-inf do not count
           dot = fmaf(x[e], __ldg(km + c16 * 16 + e), dot);
         }
         // The row's 8 units are 8 consecutive lanes.
@@ -504,10 +509,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     T0 += total;
 
     // Epilogue: out = O * s_v,max / 448 / l; lse = m ln2 + ln l + (q . k_mean) * scale.
-    float vsmax = sp.v_smax[kv];
-    vsmax = vsmax > 0.0f ? vsmax : 1.0f;
     float inv[2];
-    finish_row_sums(p, l_run, m_run, vsmax / kE4m3Max, inv, b, h, x0, wrow, g, tq,
+    finish_row_sums(p, l_run, m_run, v_smax_of(kv) / kE4m3Max, inv, b, h, x0, wrow, g, tq,
                     [&](int rw) { return qinfo[8 + rw] * p.scale; });
     stage_out_rows<T, BM, D>(sQ, o, inv, wrow, g, tq);
     named_bar_sync(2 + cw, 128);
