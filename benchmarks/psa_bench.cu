@@ -141,6 +141,7 @@ struct Result {
   double mask_agree = -1;     // vs sample divisor 4 (sampling study only)
   int64_t divisor = 4;
   int reps = 0;
+  const char* precision = "default";  // what the attention ran (psa_stats.precision)
 };
 
 std::vector<Result> g_results;
@@ -192,6 +193,7 @@ void run_config(const Opts& o, const Bufs& b, psa_context* ctx, Result& r, std::
   st.struct_size = sizeof(st);
   PK(psa_context_get_stats(ctx, &st));
   r.density = st.ran_dense ? 1.0 : st.density;
+  r.precision = st.precision == PSA_PRECISION_FP8 ? "fp8" : "default";
   const double flops = 4.0 * b.s->heads * static_cast<double>(b.L) * b.L * b.s->head_dim * r.density;
   r.tflops = flops / (r.ms * 1e-3) / 1e12;
   CK(cudaDeviceSynchronize());
@@ -226,9 +228,9 @@ void run_config(const Opts& o, const Bufs& b, psa_context* ctx, Result& r, std::
 void print_row(const Result& r) {
   std::fprintf(stderr,
                "%-10s %-26s dens %.3f  %9.3f ms  %6.1f TF/s  err %.2e | rearr %.3f pool %.3f imp %.3f mask %.3f "
-               "attn %.3f (pre %.3f)%s\n",
+               "attn %.3f (pre %.3f) %s%s\n",
                r.shape.c_str(), r.config.c_str(), r.density, r.ms, r.tflops, r.err, r.stage_ms[0], r.stage_ms[1],
-               r.stage_ms[2], r.stage_ms[3], r.stage_ms[4], r.pre_ms,
+               r.stage_ms[2], r.stage_ms[3], r.stage_ms[4], r.pre_ms, r.precision,
                r.mask_agree >= 0 ? (" agree " + std::to_string(r.mask_agree)).c_str() : "");
 }
 
@@ -251,9 +253,11 @@ psa_config* topk_config(const char* model, double density, int64_t divisor) {
 
 // The pyramid configuration of BENCHMARKS.md (cli/standard_shapes.h; level1_density > 0: every
 // kept block at level 1 at that density).
-psa_config* pyramid_config(const char* model, double level1_density) {
+psa_config* pyramid_config(const char* model, double level1_density,
+                           psa_precision precision = PSA_PRECISION_DEFAULT) {
   psa_config* cfg = nullptr;
   PK(psa_cli::make_pyramid_config(model, level1_density, &cfg));
+  PK(psa_config_set_int(cfg, PSA_PARAM_PRECISION, precision));
   return cfg;
 }
 
@@ -363,6 +367,18 @@ void bench_shape(const Opts& o, const Shape& s) {
     g_results.push_back(r1);
     psa_context_destroy(ctx);
     psa_config_destroy(cfg1);
+    // The same configuration with precision fp8 (8-bit attention where the backend runs it).
+    psa_config* cfg8 = pyramid_config(s.model, 0.0, PSA_PRECISION_FP8);
+    ctx = make_ctx(cfg8, b);
+    Result r8;
+    r8.shape = s.key;
+    r8.config = "pyramid:ref-default:fp8";
+    r8.kind = "pyramid-fp8";
+    run_config(o, b, ctx, r8, nullptr);
+    print_row(r8);
+    g_results.push_back(r8);
+    psa_context_destroy(ctx);
+    psa_config_destroy(cfg8);
   }
 
   // topk quotas, all level 1; sampling study (divisors 8, 16) at density 0.15.
@@ -431,10 +447,11 @@ void write_json(const Opts& o) {
                  "    {\"shape\": \"%s\", \"config\": \"%s\", \"kind\": \"%s\", \"density\": %.6f, \"ms\": %.4f, "
                  "\"tflops\": %.2f, \"err_vs_dense\": %.4e, \"reps\": %d, \"sample_divisor\": %lld, "
                  "\"stage_ms\": {\"rearrange\": %.4f, \"pool\": %.4f, \"importance\": %.4f, \"mask\": %.4f, "
-                 "\"attention_and_inverse\": %.4f}, \"pre_attention_ms\": %.4f, \"mask_recall_vs_div4\": %.4f}%s\n",
+                 "\"attention_and_inverse\": %.4f}, \"pre_attention_ms\": %.4f, \"mask_recall_vs_div4\": %.4f, "
+                 "\"precision\": \"%s\"}%s\n",
                  r.shape.c_str(), r.config.c_str(), r.kind.c_str(), r.density, r.ms, r.tflops, r.err, r.reps,
                  (long long)r.divisor, r.stage_ms[0], r.stage_ms[1], r.stage_ms[2], r.stage_ms[3], r.stage_ms[4],
-                 r.pre_ms, r.mask_agree, i + 1 < g_results.size() ? "," : "");
+                 r.pre_ms, r.mask_agree, r.precision, i + 1 < g_results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   if (f != stdout) std::fclose(f);

@@ -70,6 +70,8 @@ def table(bench, cudnn, shapes):
                 f"| {sm['rearrange']:.3f} | {sm['pool']:.3f} | {sm['importance']:.3f} | {sm['mask']:.3f} | "
                 f"{sm['attention_and_inverse']:.3f} | {100 * r['pre_attention_ms'] / c['ms']:.1f}% |")
             cfg = r["config"]
+            if r.get("precision", "default") != "default" or cfg.endswith(":fp8"):
+                cfg += f" (ran {r.get('precision', 'default')})"
             if r.get("mask_recall_vs_div4", -1) >= 0:
                 cfg += f" (recall {r['mask_recall_vs_div4']:.3f})"
             md.append(f"| {key} | {cfg} | {r['density']:.3f} | {r['ms']:.3f} | {r['tflops']:.0f} | "
@@ -99,6 +101,17 @@ def targets(bench, cudnn, shapes):
             out.append(f"| {key} | pyramid whole forward >= {need}x cuDNN | {sp:.2f}x (density {pyr['density']:.3f}) | {'MET' if sp >= need else 'gap'} |")
             pct = 100 * pyr["pre_attention_ms"] / c["ms"]
             out.append(f"| {key} | pyramid pre-attention <= 4% of cuDNN | {pyr['pre_attention_ms']:.3f} ms = {pct:.1f}% | {'MET' if pct <= 4 else 'gap'} |")
+        p8 = get(key, "pyramid:ref-default:fp8")
+        if pyr and p8 and p8.get("precision") == "fp8":
+            a, b = pyr["stage_ms"]["attention_and_inverse"], p8["stage_ms"]["attention_and_inverse"]
+            out.append(f"| {key} | fp8 attention stage >= 1.6x the 16-bit one's TFLOP/s (same mask) | {a:.3f} / {b:.3f} ms = {a / b:.2f}x | {'MET' if a >= 1.6 * b else 'gap'} |")
+            if key == "wan14":
+                sp = c["ms"] / p8["ms"]
+                out.append(f"| {key} | fp8 whole forward >= 8x cuDNN bf16 | {sp:.2f}x | {'MET' if sp >= 8 else 'gap'} |")
+            ratio = p8["err_vs_dense"] / max(pyr["err_vs_dense"], 1e-12)
+            out.append(f"| {key} | fp8 err vs dense <= 1.5x bf16 PSA's (same mask) | {p8['err_vs_dense']:.2e} / {pyr['err_vs_dense']:.2e} = {ratio:.2f}x | {'MET' if ratio <= 1.5 else 'gap'} |")
+        elif p8:
+            out.append(f"| {key} | fp8 | ran {p8.get('precision', 'default')} (the 8-bit kernels need head_dim 128 on Hopper) | - |")
         if pyr and lv1:
             a, b = pyr["stage_ms"]["attention_and_inverse"], lv1["stage_ms"]["attention_and_inverse"]
             out.append(f"| {key} | pyramid tiles within 5% of level-1 tiles (attention stage, density {pyr['density']:.3f} vs {lv1['density']:.3f}) | {a:.3f} / {b:.3f} ms = {100 * (a / b - 1):+.1f}% | {'MET' if a <= 1.05 * b else 'gap'} |")

@@ -85,6 +85,7 @@ struct Row {
   std::string shape, config;  // config: "dense" or "preset:<name>"
   double ms = 0.0, density = 1.0, rel_l2 = 0.0, tflops = 0.0, speedup = 1.0;
   int reps = 0;
+  const char* precision = "default";  // the arithmetic the attention ran (psa_stats.precision)
 };
 
 struct BenchOptions {
@@ -135,6 +136,7 @@ Row time_config(const BenchShape& s, const std::string& name, psa_config* cfg,
   st.struct_size = sizeof st;
   check(psa_context_get_stats(ctx.get(), &st));
   r.density = st.density;
+  r.precision = st.precision == PSA_PRECISION_FP8 ? "fp8" : "default";
   const double L = static_cast<double>(desc.shape[2]);
   r.tflops = 4.0 * s.heads * L * L * s.head_dim * r.density / (r.ms * 1e-3) / 1e12;
   std::vector<uint8_t> bytes(out.size());
@@ -149,10 +151,14 @@ Row time_config(const BenchShape& s, const std::string& name, psa_config* cfg,
 // blocks at full resolution, 5% pooled by 2, 20% pooled by 8), no similarity cap. With
 // `level1_density` > 0: the same blocks and format with every kept block at level 1 and that
 // density (the attention work of the pyramid row, at full resolution).
-std::unique_ptr<psa_config, ConfigDeleter> pyramid_config(const char* model, double level1_density) {
+// `precision` sets PSA_PARAM_PRECISION (the 8-bit row).
+std::unique_ptr<psa_config, ConfigDeleter> pyramid_config(const char* model, double level1_density,
+                                                          psa_precision precision = PSA_PRECISION_DEFAULT) {
   psa_config* raw = nullptr;
   check(make_pyramid_config(model, level1_density, &raw));
-  return std::unique_ptr<psa_config, ConfigDeleter>(raw);
+  std::unique_ptr<psa_config, ConfigDeleter> cfg(raw);
+  check(psa_config_set_int(raw, PSA_PARAM_PRECISION, precision));
+  return cfg;
 }
 
 double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
@@ -218,7 +224,11 @@ std::vector<Row> bench_shape(const BenchShape& s, const BenchOptions& o, Log& lo
   };
   for (auto& [name, cfg] : configs) run(name, cfg.get());
   run("pyramid:ref-default", pyramid_config(s.model, 0.0).get());
-  run("level1:pyramid-density", pyramid_config(s.model, rows.back().density).get());
+  const double pyramid_density = rows.back().density;
+  run("level1:pyramid-density", pyramid_config(s.model, pyramid_density).get());
+  // The same mask with 8-bit attention (where the CUDA backend runs it: Hopper, head_dim 128;
+  // the row's precision says what ran).
+  run("pyramid:ref-default:fp8", pyramid_config(s.model, 0.0, PSA_PRECISION_FP8).get());
   return rows;
 }
 
@@ -236,7 +246,9 @@ int cmd_bench(int argc, const char* const* argv) {
       "Time our dense attention (the model's baseline preset), every shipped PSA preset of the "
       "model, and the pyramid configuration of BENCHMARKS.md (pyramid:ref-default: topk, blocks "
       "128x64, tile 32, ratio ends .10/.15/.15/.35; level1:pyramid-density: every kept block at "
-      "level 1 at the density it measured) on the standard shapes of BENCHMARKS.md: CogVideoX-5B "
+      "level 1 at the density it measured; pyramid:ref-default:fp8: the pyramid row with precision "
+      "fp8, which runs 8-bit attention where the CUDA backend supports it, column `precision`) on "
+      "the standard shapes of BENCHMARKS.md: CogVideoX-5B "
       "(48 heads, d64, 13x30x45 + 226 text), Wan2.1-1.3B 480p (12 heads, d128, 21x30x52), "
       "Wan2.1-14B 720p (40 heads, d128, 21x45x80); bf16, batch 1, BSND, synthetic video-like "
       "inputs, step = warmup_steps. Median wall time of synchronised forwards. Needs a CUDA "
@@ -305,7 +317,7 @@ int cmd_bench(int argc, const char* const* argv) {
       Json j;
       j.str("shape", x.shape).str("config", x.config).num("ms", x.ms).num("density", x.density);
       j.num("tflops", x.tflops).num("speedup_vs_dense", x.speedup).num("rel_l2_vs_dense", x.rel_l2);
-      j.integer("reps", x.reps);
+      j.integer("reps", x.reps).str("precision", x.precision);
       items.push_back(j.done());
     }
     std::vector<std::string> shape_items;
@@ -327,11 +339,11 @@ int cmd_bench(int argc, const char* const* argv) {
     return 0;
   }
   std::printf("psa bench: %s, bf16, batch 1, BSND, median of synchronised forwards\n\n", gpu.c_str());
-  std::printf("%-10s %-24s %8s %10s %9s %9s %12s\n", "shape", "config", "density", "ms",
-              "TFLOP/s", "vs dense", "err vs dense");
+  std::printf("%-10s %-24s %8s %10s %9s %9s %12s %9s\n", "shape", "config", "density", "ms",
+              "TFLOP/s", "vs dense", "err vs dense", "precision");
   for (const Row& x : rows) {
-    std::printf("%-10s %-24s %8.3f %10.3f %9.0f %8.2fx %12.2e\n", x.shape.c_str(), x.config.c_str(),
-                x.density, x.ms, x.tflops, x.speedup, x.rel_l2);
+    std::printf("%-10s %-24s %8.3f %10.3f %9.0f %8.2fx %12.2e %9s\n", x.shape.c_str(), x.config.c_str(),
+                x.density, x.ms, x.tflops, x.speedup, x.rel_l2, x.precision);
   }
   return 0;
 }

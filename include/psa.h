@@ -236,9 +236,13 @@ typedef enum psa_text_rule {
  * warm-up steps) and the ring API keep the default. */
 typedef enum psa_precision {
   PSA_PRECISION_DEFAULT = 0, /* the input's 16-bit type on the GPU, fp32 on the CPU            */
-  PSA_PRECISION_FP8 = 1      /* 8-bit operands as above: the CPU backend evaluates the rule
-                                exactly (the oracle of the GPU kernels); the CUDA backend
-                                refuses it for now (its Hopper kernels are not yet used)     */
+  PSA_PRECISION_FP8 = 1      /* 8-bit operands as above. The CPU backend evaluates the rule
+                                exactly (the oracle of the GPU kernels), for every sparse
+                                method. The CUDA backend runs its 8-bit Hopper kernels for
+                                type psa, non-causal, head_dim 128, block_size.m 128, on a
+                                GPU of compute capability 9.x; elsewhere (sm_80, head_dim 64,
+                                causal, rf_v2 / ada_bsa / psa_causal) it runs the default.
+                                psa_stats.precision says which one ran                       */
 } psa_precision;
 
 /* Parameter ids. Pinned values; new ids are appended. The YAML key that sets each one is
@@ -739,6 +743,11 @@ typedef struct psa_stats {
   double stage_ms[7];       /* time per stage, PSA_STAGE_* order: CPU host wall time;
                                CUDA event time when psa_context_set_stage_timing is on
                                (experimental API), else zeros                        */
+  int32_t precision;        /* psa_precision the attention ran: PSA_PRECISION_FP8 only
+                               when asked for and the backend runs it on this shape
+                               (psa_precision); DEFAULT for dense forwards. Appended:
+                               a struct_size of the earlier struct (without it) is
+                               still accepted and filled up to stage_ms             */
 } psa_stats;
 enum { PSA_STAGE_REARRANGE = 0, PSA_STAGE_POOL = 1, PSA_STAGE_IMPORTANCE = 2, PSA_STAGE_MASK = 3,
        PSA_STAGE_ATTENTION = 4, PSA_STAGE_INVERSE = 5, PSA_STAGE_TOTAL = 6 };

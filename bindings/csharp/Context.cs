@@ -16,6 +16,8 @@ public sealed class ForwardStats {
   public double[] LevelFraction = new double[5];
   /// <summary>Host milliseconds per stage, PSA_STAGE_* order (CPU backend only).</summary>
   public double[] StageMs = new double[7];
+  /// <summary>The arithmetic the attention ran: FP8 only where asked for and run on this shape.</summary>
+  public Precision Precision;
 }
 
 public sealed class Context : IDisposable {
@@ -153,7 +155,8 @@ public sealed class Context : IDisposable {
       GC.KeepAlive(this);
       var s = new ForwardStats {
         RanDense = raw.ran_dense != 0, Step = raw.step, CallIndex = raw.call_index,
-        QueryBlocks = raw.query_blocks, KeyBlocks = raw.key_blocks, Density = raw.density
+        QueryBlocks = raw.query_blocks, KeyBlocks = raw.key_blocks, Density = raw.density,
+        Precision = (Precision)raw.precision
       };
       for (int i = 0; i < 5; ++i) s.LevelFraction[i] = raw.get_level_fraction(i);
       for (int i = 0; i < 7; ++i) s.StageMs[i] = raw.get_stage_ms(i);

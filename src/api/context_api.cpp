@@ -2,6 +2,8 @@
 // Argument checks and the exception guard only; the work is in context/ and pipeline/.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <memory>
 
 #define PSA_EXPERIMENTAL_API
@@ -213,8 +215,10 @@ PSA_API psa_status psa_context_get_stats(psa_context* context, psa_stats* stats)
   PSA_API_BEGIN
   PSA_TRY(check_context(context));
   PSA_RETURN_IF(stats == nullptr, PSA_ERR_NULL_POINTER, "stats: must not be NULL");
-  PSA_RETURN_IF(stats->struct_size != sizeof(psa_stats), PSA_ERR_INVALID_ARGUMENT,
-                "stats: struct_size = %u; expected sizeof(psa_stats) = %u", stats->struct_size,
+  // The struct of libpsa 0.x before `precision` was appended is still accepted (its prefix is filled).
+  const uint32_t size = stats->struct_size;
+  PSA_RETURN_IF(size != sizeof(psa_stats) && size != offsetof(psa_stats, precision), PSA_ERR_INVALID_ARGUMENT,
+                "stats: struct_size = %u; expected sizeof(psa_stats) = %u", size,
                 static_cast<unsigned>(sizeof(psa_stats)));
   PSA_RETURN_IF(!context->has_stats, PSA_ERR_INVALID_STATE,
                 "context: no forward has run yet, so there are no statistics");
@@ -223,8 +227,9 @@ PSA_API psa_status psa_context_get_stats(psa_context* context, psa_stats* stats)
     context->counts_pending = false;
   }
   psa_stats s{};
-  s.struct_size = sizeof(psa_stats);
+  s.struct_size = size;
   s.ran_dense = context->last_dense ? 1 : 0;
+  s.precision = context->last_precision;
   s.step = context->last_step;
   s.call_index = context->last_call;
   s.query_blocks = context->last_q_blocks;
@@ -239,7 +244,7 @@ PSA_API psa_status psa_context_get_stats(psa_context* context, psa_stats* stats)
     for (int i = 0; i < 5; ++i) s.level_fraction[i] = pairs > 0 ? c.count[i] / pairs : 0.0;
   }
   for (int i = 0; i < 7; ++i) s.stage_ms[i] = c.stage_ms[i];
-  *stats = s;
+  std::memcpy(stats, &s, size);
   return PSA_OK;
   PSA_API_END
 }

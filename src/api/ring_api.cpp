@@ -171,6 +171,7 @@ PSA_API psa_status psa_compute_level_map(psa_context* context, const psa_tensor_
   }
   context->has_stats = true;
   context->last_dense = dense;
+  context->last_precision = PSA_PRECISION_DEFAULT;
   context->counts_pending = !dense && !on_cpu(context);
   context->last_counts = counts;
   context->last_step = step;

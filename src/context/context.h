@@ -39,6 +39,7 @@ struct psa_context_s {
   bool has_stats = false;
   bool counts_pending = false;  // CUDA: counts still in device memory
   bool last_dense = false;
+  psa_precision last_precision = PSA_PRECISION_DEFAULT;  // the arithmetic the last forward ran
   int64_t last_step = 0, last_call = 0;
   int64_t last_q_blocks = 0, last_k_blocks = 0;
   int64_t last_pairs = 0;

@@ -149,6 +149,7 @@ psa_status run_forward(psa_context* ctx, const ForwardTensors& t, void* workspac
 
   ctx->has_stats = true;
   ctx->last_dense = args.dense;
+  ctx->last_precision = args.dense ? PSA_PRECISION_DEFAULT : plan->route.precision;
   ctx->counts_pending = !args.dense && ctx->backend->kind() == PSA_BACKEND_CUDA;
   ctx->last_counts = counts;
   ctx->last_step = step;

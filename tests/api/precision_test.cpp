@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <string>
@@ -203,6 +204,55 @@ TEST(Precision, RingRefusesFp8) {
   EXPECT_NE(std::string::npos, std::string(psa_last_error_message()).find("precision")) << psa_last_error_message();
   psa_context_destroy(ctx);
   psa_config_destroy(cfg);
+}
+
+// psa_stats.precision: what the attention ran (FP8 for a sparse CPU forward asked for it, the
+// default for a warm-up step or when not asked); the earlier struct (without the field) is
+// still accepted and filled up to stage_ms, nothing written past it.
+TEST(Precision, StatsReportWhatRanAndAcceptTheEarlierStruct) {
+  const Shape s;
+  const size_t nq = static_cast<size_t>(s.B * s.H * s.L * s.D), nkv = static_cast<size_t>(s.B * s.Hkv * s.L * s.D);
+  const std::vector<float> q = random_input(nq, 11), k = random_input(nkv, 12), v = random_input(nkv, 13);
+  for (psa_precision asked : {PSA_PRECISION_DEFAULT, PSA_PRECISION_FP8}) {
+    psa_config* cfg = make_config(PSA_METHOD_PSA, asked);
+    ASSERT_EQ(PSA_OK, psa_config_set_int(cfg, PSA_PARAM_WARMUP_STEPS, 1));
+    psa_context* ctx = nullptr;
+    ASSERT_EQ(PSA_OK, psa_context_create(cfg, PSA_BACKEND_CPU, -1, &ctx)) << psa_last_error_message();
+    psa_tensor_desc qd{}, kd{};
+    psa_tensor_desc_init(&qd, PSA_LAYOUT_BNSD, PSA_DTYPE_F32, s.B, s.H, s.L, s.D);
+    psa_tensor_desc_init(&kd, PSA_LAYOUT_BNSD, PSA_DTYPE_F32, s.B, s.Hkv, s.L, s.D);
+    uint64_t bytes = 0;
+    ASSERT_EQ(PSA_OK, psa_workspace_size(ctx, &qd, &kd, &kd, &qd, &bytes));
+    std::vector<char> ws(bytes);
+    std::vector<float> out(q.size());
+    for (int64_t step = 0; step < 2; ++step) {  // step 0 is the warm-up (dense)
+      ASSERT_EQ(PSA_OK, psa_context_set_step(ctx, step));
+      ASSERT_EQ(PSA_OK, psa_attention_forward(ctx, &qd, q.data(), &kd, k.data(), &kd, v.data(), &qd, out.data(),
+                                              nullptr, ws.data(), bytes, nullptr))
+          << psa_last_error_message();
+      psa_stats st{};
+      st.struct_size = sizeof(psa_stats);
+      st.precision = -7;
+      ASSERT_EQ(PSA_OK, psa_context_get_stats(ctx, &st));
+      EXPECT_EQ(step == 0, st.ran_dense != 0);
+      EXPECT_EQ(step == 0 ? PSA_PRECISION_DEFAULT : asked, st.precision) << "step " << step;
+      // The earlier struct: struct_size = offsetof(psa_stats, precision); the field stays untouched.
+      psa_stats old{};
+      old.struct_size = static_cast<uint32_t>(offsetof(psa_stats, precision));
+      old.precision = -7;
+      ASSERT_EQ(PSA_OK, psa_context_get_stats(ctx, &old)) << psa_last_error_message();
+      EXPECT_EQ(-7, old.precision);
+      EXPECT_EQ(st.density, old.density);
+      EXPECT_EQ(st.step, old.step);
+      EXPECT_EQ(old.struct_size, offsetof(psa_stats, precision));
+      psa_stats bad{};
+      bad.struct_size = static_cast<uint32_t>(sizeof(psa_stats) + 8);
+      EXPECT_EQ(PSA_ERR_INVALID_ARGUMENT, psa_context_get_stats(ctx, &bad));
+      EXPECT_NE(std::string::npos, std::string(psa_last_error_message()).find("struct_size"));
+    }
+    psa_context_destroy(ctx);
+    psa_config_destroy(cfg);
+  }
 }
 
 }  // namespace

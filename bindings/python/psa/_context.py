@@ -9,7 +9,7 @@ import operator
 from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 from . import capi
-from ._config import Config
+from ._config import Config, Precision
 from ._errors import Error
 from ._tensors import (Tensor, allocate, describe, describe_flat, dtype_name, framework_stream,
                        is_cuda_device)
@@ -38,6 +38,8 @@ class Stats(NamedTuple):
     level_fraction: level (1, 2, 4, 8; 0 = skipped) -> fraction of block pairs.
     query_blocks, key_blocks: the block counts of the forward.
     stage_ms: stage name -> host milliseconds (CPU backend only; zeros on CUDA).
+    precision: the arithmetic the attention ran (``Precision.FP8`` only where it was asked
+    for and the backend runs it on this shape; ``Precision.DEFAULT`` otherwise).
     """
 
     density: float
@@ -48,6 +50,7 @@ class Stats(NamedTuple):
     query_blocks: int
     key_blocks: int
     stage_ms: Dict[str, float]
+    precision: Precision
 
 
 def _lookup(table: Dict[str, int], value: Union[str, int], what: str) -> int:
@@ -250,7 +253,8 @@ class Context:
         return Stats(float(s.density), bool(s.ran_dense), int(s.step), int(s.call_index),
                      {level: float(s.get_level_fraction(i)) for level, i in _LEVELS},
                      int(s.query_blocks), int(s.key_blocks),
-                     {name: float(s.get_stage_ms(i)) for name, i in _STAGES})
+                     {name: float(s.get_stage_ms(i)) for name, i in _STAGES},
+                     Precision(int(s.precision)))
 
     # -- queries and forward -----------------------------------------------------------
     def check_supported(self, q: Any, k: Any, v: Any, out: Any = None,

@@ -79,3 +79,13 @@ def test_precision_key_words_and_cpu_forward():
     cfg["precision"] = "default"
     out16 = psa.attention(q, k, v, grid=grid, step=20, config=cfg)
     assert 0.0 < rel_l2(out8, out16) < 0.05
+    # Stats.precision: what the attention ran (the CPU backend runs fp8 for every sparse step;
+    # a warm-up step is dense, at the default precision).
+    cfg["precision"] = "fp8"
+    with psa.Context(cfg, backend="cpu") as ctx:
+        ctx.set_video_grid(*grid)
+        for step, want in ((0, psa.Precision.DEFAULT), (cfg["warmup_steps"], psa.Precision.FP8)):
+            ctx.set_step(step)
+            ctx.forward(q, k, v)
+            s = ctx.stats()
+            assert s.precision == want and s.ran_dense == (step < cfg["warmup_steps"])

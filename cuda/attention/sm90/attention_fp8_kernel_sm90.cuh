@@ -50,8 +50,9 @@ struct Fp8Traits {
   static constexpr size_t kOffVt = kOffV + kStages * kTile8;
   static constexpr size_t kOffTok = kOffVt + kStages * kTile8;
   static constexpr size_t kOffFlag = kOffTok + sizeof(int32_t) * kStages * kKT;
-  static constexpr size_t kOffTab = kOffFlag + sizeof(int32_t) * kStages * 4;  // s_k, 448 f, 1 / (448 f)
-  static constexpr size_t kOffQinfo = kOffTab + sizeof(float) * 3 * kStages * kKT;
+  // per entry slot: {s_k, 448 f, 1 / (448 f), 0}, one 16-byte load per 8 columns in the softmax
+  static constexpr size_t kOffTab = kOffFlag + sizeof(int32_t) * kStages * 4;
+  static constexpr size_t kOffQinfo = kOffTab + sizeof(float4) * kStages * kKT;
   // per Q slot: 8 warp amaxes, q . k_mean of 128 rows
   static constexpr size_t kQinfoFloats = 8 + kBM;
   static constexpr size_t kOffBar = kOffQinfo + sizeof(float) * 2 * kQinfoFloats;
@@ -90,6 +91,13 @@ __device__ __forceinline__ int phys_of_logical(int k) {
   return h * 16 + (r >> 1) * 8 + tq * 2 + (r & 1);
 }
 
+// An int32 S entry as float, exactly, on the FMA / integer pipes instead of the I2F conversion
+// (a quarter-rate unit that the softmax's exp2 also needs): |S| <= 128 * 128 * 128 = 2^21 for
+// int8 Q and K at head dim 128, and 1.5 * 2^23 + S is then a float whose last mantissa unit is 1.
+__device__ __forceinline__ float s32_to_float(int32_t x) {
+  return __int_as_float(x + 0x4B400000) - 12582912.0f;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const __grid_constant__ Sm90Fp8Params sp) {
 #ifdef PSA_SM90_DEVICE
@@ -103,9 +111,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
   unsigned char* sVt = smem + Tr::kOffVt;
   int32_t* sTok = reinterpret_cast<int32_t*>(smem + Tr::kOffTok);
   int32_t* sFlag = reinterpret_cast<int32_t*>(smem + Tr::kOffFlag);
-  float* sKs = reinterpret_cast<float*>(smem + Tr::kOffTab);  // [S][KT] s_k per entry
-  float* sF = sKs + S * KT;                                    // [S][KT] 448 f
-  float* sFi = sF + S * KT;                                    // [S][KT] 1 / (448 f)
+  float4* sTab = reinterpret_cast<float4*>(smem + Tr::kOffTab);  // [S][KT] {s_k, 448 f, 1 / (448 f), 0}
   float* sQinfo = reinterpret_cast<float*>(smem + Tr::kOffQinfo);
   const uint32_t bar0 = smem_addr(smem + Tr::kOffBar);
   auto bar_k = [&](int s) { return bar0 + 8u * s; };             // K landed (+ tables, tokens)
@@ -147,7 +153,9 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     }
     for (int q = 0; q < 2; ++q) {
       mbar_init(bar_qf(q), 1);
-      mbar_init(bar_qe(q), 256);
+      // Q slot and row plan free: every consumer thread, and every lane of the V warp and the
+      // transposers after its last read of the plan (as in the 16-bit kernel).
+      mbar_init(bar_qe(q), 256 + 32 + 64);
       mbar_init(bar_pl(q), 1);
     }
     mbar_init_fence();
@@ -215,6 +223,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           mbar_arrive(bar_vt(s));
           mbar_arrive(bar_evr(s));  // the raw tile is read
         }
+        mbar_arrive(bar_qe(q));  // this lane's reads of the plan are done
         T0 += total;
         continue;
       }
@@ -253,11 +262,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int e = lane + 32 * j;
-            if (e < (KT >> lg)) {
-              sKs[s * KT + e] = ks[j];
-              sF[s * KT + e] = f[j] * kE4m3Max;
-              sFi[s * KT + e] = 1.0f / (f[j] * kE4m3Max);
-            }
+            if (e < (KT >> lg)) sTab[s * KT + e] = make_float4(ks[j], f[j] * kE4m3Max, 1.0f / (f[j] * kE4m3Max), 0.0f);
           }
           int32_t last = -1;
           if (!all) all = tile_token_list<KT>(p, plan, te, sTok + s * KT, last);
@@ -286,6 +291,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
                         static_cast<int>(b));
         }
       }
+      if (vw) mbar_arrive(bar_qe(q));  // this lane's reads of the plan are done
       T0 += total;
     }
     return;
@@ -337,18 +343,25 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     const float bias2 = level_log_bias(1 << li) * kLog2e;
     const int lg = 31 - __clz(static_cast<int>(p.block_n >> li));
     const int32_t* tok = sTok + s * KT;
+    const float4* tab = sTab + s * KT;
     const bool full = sFlag[s * 4] != 0;
+    // The thread's columns of block nn are 2 tq and 2 tq + 1: one entry unless an entry is a
+    // single key (lg 0: block_n 8 at level 8), so one 16-byte table load per block nn.
+    const bool pair = lg > 0;
     float mx[2] = {neg_inf(), neg_inf()};
 #pragma unroll
     for (int nn = 0; nn < KT / 8; ++nn) {
+      const int c0 = nn * 8 + tq * 2;
+      const float ks0 = tab[c0 >> lg].x;
+      const float ks1 = pair ? ks0 : tab[(c0 + 1) >> lg].x;
 #pragma unroll
       for (int e1 = 0; e1 < 2; ++e1) {
-        const int col = nn * 8 + tq * 2 + e1;
+        const int col = c0 + e1;
         float cb = bias2;
         if (!full) cb = tok[col] >= 0 ? bias2 : neg_inf();
-        const float cs = qs_sl2 * sKs[s * KT + (col >> lg)];
-        sc[nn * 4 + e1] = fmaf(__int2float_rn(si[nn * 4 + e1]), cs, cb);
-        sc[nn * 4 + e1 + 2] = fmaf(__int2float_rn(si[nn * 4 + e1 + 2]), cs, cb);
+        const float cs = qs_sl2 * (e1 == 0 ? ks0 : ks1);
+        sc[nn * 4 + e1] = fmaf(s32_to_float(si[nn * 4 + e1]), cs, cb);
+        sc[nn * 4 + e1 + 2] = fmaf(s32_to_float(si[nn * 4 + e1 + 2]), cs, cb);
         mx[0] = fmaxf(mx[0], sc[nn * 4 + e1]);
         mx[1] = fmaxf(mx[1], sc[nn * 4 + e1 + 2]);
       }
@@ -360,8 +373,9 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
 #pragma unroll
     for (int nn = 0; nn < KT / 8; ++nn) {
       const int c0 = nn * 8 + tq * 2;
-      const float f0 = sF[s * KT + (c0 >> lg)], f1 = sF[s * KT + ((c0 + 1) >> lg)];
-      const float i0 = sFi[s * KT + (c0 >> lg)], i1 = sFi[s * KT + ((c0 + 1) >> lg)];
+      const float4 ta = tab[c0 >> lg];
+      const float4 tb = pair ? ta : tab[(c0 + 1) >> lg];
+      const float f0 = ta.y, f1 = tb.y, i0 = ta.z, i1 = tb.z;
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         const float w0 = fast_exp2(sc[nn * 4 + 2 * rr] - m_use[rr]) * f0;
@@ -423,16 +437,22 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         float x[16];
         q_unit(row, c16, x);
         float dot = 0.0f;
+        int bad = 0;  // a NaN or +-inf value: the oracle's row is NaN (its int8 Q is NaN there)
 #pragma unroll
         for (int e = 0; e < 16; ++e) {
           amax = fp8_amax(amax, x[e]);  // NaN and +-inf do not count
+          bad |= !(fabsf(x[e]) <= 3.402823466e38f);
           dot = fmaf(x[e], __ldg(km + c16 * 16 + e), dot);
         }
         // The row's 8 units are 8 consecutive lanes.
         dot += __shfl_xor_sync(0xffffffffu, dot, 1);
         dot += __shfl_xor_sync(0xffffffffu, dot, 2);
         dot += __shfl_xor_sync(0xffffffffu, dot, 4);
-        if (c16 == 0) qinfo[8 + row] = dot;
+        bad |= __shfl_xor_sync(0xffffffffu, bad, 1);
+        bad |= __shfl_xor_sync(0xffffffffu, bad, 2);
+        bad |= __shfl_xor_sync(0xffffffffu, bad, 4);
+        // q . k_mean is NaN for such a row: the epilogue makes its lse and its output NaN.
+        if (c16 == 0) qinfo[8 + row] = bad ? __int_as_float(0x7fc00000) : dot;
       }
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
@@ -512,6 +532,9 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     float inv[2];
     finish_row_sums(p, l_run, m_run, v_smax_of(kv) / kE4m3Max, inv, b, h, x0, wrow, g, tq,
                     [&](int rw) { return qinfo[8 + rw] * p.scale; });
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr)  // a non-finite Q value: a NaN row, unless the row is empty
+      if (inv[rr] != 0.0f && isnan(qinfo[8 + wrow + g + rr * 8])) inv[rr] = __int_as_float(0x7fc00000);
     stage_out_rows<T, BM, D>(sQ, o, inv, wrow, g, tq);
     named_bar_sync(2 + cw, 128);
     store_out_rows<T, BM, D>(p, sQ, b, h, x0, cw, ctid);

@@ -155,7 +155,10 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       // Q landed: producer lane 0 (plan writes) + the Q bytes; with Q read in place also lane 0
       // of warp 1, which loads Q (and sets the expected bytes) on its own.
       mbar_init(bar_qf(q), p.q_rows != nullptr ? 2 : 1);
-      mbar_init(bar_qe(q), 256);  // every consumer thread, after its last read of the slot
+      // Q slot and row plan free: every consumer thread after its last read of the slot, and
+      // every V-warp lane after its last read of the plan (a row without tiles has no V
+      // arrival that would order those reads before the K warp rewrites the plan).
+      mbar_init(bar_qe(q), 256 + 32);
       mbar_init(bar_pl(q), 1);    // producer lane 0, after writing the row plan (for the V warp)
     }
     mbar_init_fence();
@@ -296,6 +299,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
           load_boxes(dv, &sp.v[li], bar_v(s));
         }
       }
+      if (vw) mbar_arrive(bar_qe(q));  // this lane's reads of the plan are done
       T0 += total;
     }
     return;

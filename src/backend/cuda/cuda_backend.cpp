@@ -21,6 +21,7 @@
 #include "backend/cuda/cuda_stage_timer.h"
 #include "backend/cuda/cuda_workspace.h"
 #include "cuda/attention/attention_cuda.h"
+#include "cuda/attention/attention_fp8_cuda.h"
 #include "cuda/core/cuda_status.h"
 #include "cuda/importance/importance_cuda.h"
 #include "importance/importance.h"
@@ -83,8 +84,11 @@ class CudaForward {
     std::copy(q_str, q_str + 4, contiguous_q_);
     std::copy(k_str, k_str + 4, contiguous_k_);
     // PSA reads the caller's Q in place through q_src (importance and attention) when its
-    // rows are 16-byte aligned; otherwise, and for the block methods, Q is gathered.
-    q_in_place_ = plan.route.psa() && gpu::attention_rows_aligned(a.q, a.q_stride);
+    // rows are 16-byte aligned; otherwise, and for the block methods, Q is gathered. The 8-bit
+    // kernel reads Q through a TMA map without a row index: in place only in token order.
+    fp8_ = plan.route.psa() && plan.route.precision == PSA_PRECISION_FP8;
+    q_in_place_ = plan.route.psa() && gpu::attention_rows_aligned(a.q, a.q_stride) &&
+                  (!fp8_ || data.q_src == nullptr);
     q_use_ = q_in_place_ ? a.q : ws_ + w_.q;
     q_use_stride_ = q_in_place_ ? a.q_stride : contiguous_q_;
     q_use_rows_ = q_in_place_ ? data.q_src : nullptr;
@@ -132,6 +136,29 @@ class CudaForward {
     }
     return PSA_OK;
   }
+
+  // Rearrange + pool + quantize (PSA, precision fp8): K's 16-bit level-1 copy (the importance
+  // stage reads it) and the 8-bit K / V pyramids with their scales, in one pass over each.
+  psa_status rearrange_pool_kv_fp8() {
+    gpu::GatherArgs gk = gather_args(a_.k, a_.k_stride, pb_.heads_kv, pb_.len_k, data_.k_src, w_.k);
+    gpu::GatherArgs gv = gather_args(a_.v, a_.v_stride, pb_.heads_kv, pb_.len_k, data_.k_src, 0);
+    gv.dst = nullptr;  // no 16-bit V
+    return gpu::gather_pool_fp8_cuda(gk, gv, plan_.k_blocks, plan_.block_n, fp8_out(), stream_);
+  }
+  // The kernel's pool outputs in the workspace.
+  gpu::Fp8KvOut fp8_out() const {
+    gpu::Fp8KvOut o;
+    o.k_mean = reinterpret_cast<float*>(ws_ + w_.k_mean);
+    for (int li = 0; li < 4; ++li) {
+      o.k8[li] = ws_ + w_.k8[li];
+      o.v8[li] = ws_ + w_.v8[li];
+    }
+    o.k_scale = reinterpret_cast<float*>(ws_ + w_.k_scale);
+    o.v_scale = reinterpret_cast<float*>(ws_ + w_.v_scale);
+    o.v_smax = reinterpret_cast<float*>(ws_ + w_.v_smax);
+    return o;
+  }
+  bool fp8() const { return fp8_; }
 
   // Importance (PSA): sample offsets, then the block scores.
   psa_status importance() {
@@ -268,6 +295,33 @@ class CudaForward {
     return gpu::attention_cuda(at, stream_);
   }
 
+  // Attention + inverse rearrange, precision fp8: the 8-bit kernel over the work list.
+  psa_status attention_fp8() {
+    const gpu::AttentionArgs base = attention_args();
+    gpu::AttentionFp8Args at;
+    at.dtype = base.dtype;
+    at.dims = base.dims;
+    at.scale = base.scale;
+    at.q = q_use_;
+    std::copy(q_use_stride_, q_use_stride_ + 4, at.q_stride);
+    const gpu::Fp8KvOut o = fp8_out();
+    for (int li = 0; li < 4; ++li) {
+      at.k8[li] = o.k8[li];
+      at.v8[li] = o.v8[li];
+    }
+    at.k_mean = o.k_mean;
+    at.k_scale = o.k_scale;
+    at.v_scale = o.v_scale;
+    at.v_smax = o.v_smax;
+    at.wl_blocks = reinterpret_cast<const int32_t*>(ws_ + w_.wl_blocks);
+    at.wl_count = reinterpret_cast<const int32_t*>(ws_ + w_.wl_count);
+    at.out = base.out;
+    std::copy(base.o_stride, base.o_stride + 4, at.o_stride);
+    at.lse = base.lse;
+    at.out_rows = data_.q_src;
+    return gpu::attention_fp8_cuda(at, stream_);
+  }
+
   // Dense step (method dense or warm-up): plain attention over the caller's tensors (no
   // rearrangement, as the CPU backend); rows that are not 16-byte aligned are gathered into
   // the workspace first.
@@ -339,6 +393,7 @@ class CudaForward {
   unsigned long long* counts_;
   cudaEvent_t* events_;  // [kStageEvCount] or NULL (timing off)
   int64_t contiguous_q_[4], contiguous_k_[4];
+  bool fp8_ = false;
   bool q_in_place_ = false;
   const void* q_use_ = nullptr;
   const int64_t* q_use_stride_ = nullptr;
@@ -362,9 +417,10 @@ class CudaBackend final : public Backend {
     // Each stage's entry says what it supports; a shape is refused here, when it is planned,
     // never in a forward. Dense steps use the attention stage only (any block_n).
     const bool sparse = plan->route.sparse();
-    PSA_RETURN_IF(sparse && plan->route.precision == PSA_PRECISION_FP8, PSA_ERR_UNSUPPORTED,
-                  "precision = fp8: the CUDA backend does not run the 8-bit path yet (its Hopper kernels "
-                  "exist but the forward does not use them); the CPU backend evaluates it");
+    // precision = fp8 runs where the 8-bit kernels do (Hopper, the PSA route, non-causal, head
+    // dim 128, block_m 128); elsewhere the plan falls back to the default precision, which
+    // psa_stats.precision reports after each forward.
+    if (plan->route.precision == PSA_PRECISION_FP8 && !fp8_runs(*plan)) plan->route.precision = PSA_PRECISION_DEFAULT;
     PSA_TRY(gpu::attention_supported(pb.dtype, pb.batch, pb.heads_q, pb.len_q, pb.len_k, pb.head_dim,
                                      sparse ? plan->block_m : 128, plan->block_n, !sparse));
     if (sparse) {
@@ -440,7 +496,7 @@ class CudaBackend final : public Backend {
         break;
       case Route::kPsa:
         PSA_TRY(f.mark(kStageEvRearranged));
-        PSA_TRY(f.rearrange_pool_kv());
+        PSA_TRY(f.fp8() ? f.rearrange_pool_kv_fp8() : f.rearrange_pool_kv());
         PSA_TRY(f.mark(kStageEvPooled));
         PSA_TRY(f.importance());
         PSA_TRY(f.mark(kStageEvImportance));
@@ -460,7 +516,7 @@ class CudaBackend final : public Backend {
     }
     PSA_TRY(f.worklist());
     PSA_TRY(f.mark(kStageEvMask));
-    PSA_TRY(f.attention());
+    PSA_TRY(f.fp8() ? f.attention_fp8() : f.attention());
     PSA_TRY(f.mark(kStageEvAttention));
     events_recorded_ = timing_;
     return PSA_OK;
@@ -623,6 +679,20 @@ class CudaBackend final : public Backend {
     PSA_RETURN_IF(reinterpret_cast<uintptr_t>(p) % align != 0, PSA_ERR_MISALIGNED_POINTER,
                   "%s: %p is not %u-byte aligned", name, p, static_cast<unsigned>(align));
     return PSA_OK;
+  }
+
+  // Whether the 8-bit path runs this plan: the PSA route (not causal) and every 8-bit entry's
+  // own check (the device and build, head dim, blocks). Any refusal means the default precision.
+  static bool fp8_runs(const Plan& plan) {
+    const Problem& pb = plan.problem;
+    if (!plan.route.psa() || plan.route.causal) return false;
+    gpu::AttentionFp8Args a;
+    a.dtype = pb.dtype;
+    a.dims = problem_dims(plan);
+    const bool ok = gpu::attention_fp8_supported(a, false) == PSA_OK &&
+                    gpu::pool_fp8_supported(pb.head_dim, plan.block_n) == PSA_OK;
+    clear_error();  // a refusal here is a choice, not the caller's error
+    return ok;
   }
 
   // What a shard attention runs: the pyramid pooling and the sparse attention of its shape.

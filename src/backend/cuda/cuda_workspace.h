@@ -22,6 +22,13 @@ struct CudaWorkspaceLayout {
   uint64_t score_scratch_bytes = 0;
   uint64_t cap = 0;               // int8 [B*Hkv, Nk] (use_sim_mask)
   uint64_t means = 0;             // fp32 [B*Hq + B*Hkv, Nk, D] (rf_v2 block means)
+  // precision = fp8 (the plan's route after prepare): gather_pool_fp8_cuda's outputs in place of
+  // the 16-bit pyramids (cuda/pool/pool_cuda.h Fp8KvOut; K keeps its 16-bit level-1 copy for
+  // the importance stage).
+  uint64_t k8[4] = {0, 0, 0, 0}, v8[4] = {0, 0, 0, 0};  // 8-bit [B*Hkv, len_li, D] per level index
+  uint64_t k_mean = 0;            // fp32 [B*Hkv, D]
+  uint64_t k_scale = 0, v_scale = 0;  // fp32 [B*Hkv, 4, Nk]
+  uint64_t v_smax = 0;            // fp32 [B*Hkv]
   uint64_t levels = 0;            // int8 [B*Hq, Mq, Nk]
   uint64_t wl_blocks = 0;         // int32 [B*Hq*Mq, Nk]
   uint64_t wl_count = 0;          // int32 [B*Hq*Mq, 4]
@@ -52,11 +59,23 @@ inline CudaWorkspaceLayout cuda_workspace_layout(const Plan& plan, int64_t score
     const uint64_t padded = nk * static_cast<uint64_t>(plan.block_n);
     // rf_v2 and ada_bsa keep whole blocks at full resolution from their own scores: no
     // pyramid, no sampled importance, no similarity cap.
-    if (plan.route.pyramid()) {
+    if (plan.route.pyramid() && plan.route.precision == PSA_PRECISION_FP8) {
+      for (int li = 0; li < 4; ++li) {
+        const uint64_t len = li == 0 ? static_cast<uint64_t>(pb.len_k) : padded >> li;
+        w.k8[li] = take(bkv * len * d);
+        w.v8[li] = take(bkv * len * d);
+      }
+      w.k_mean = take(bkv * d * 4);
+      w.k_scale = take(bkv * 4 * nk * 4);
+      w.v_scale = take(bkv * 4 * nk * 4);
+      w.v_smax = take(bkv * 4);
+    } else if (plan.route.pyramid()) {
       for (int l = 0; l < 3; ++l) {
         w.k_pooled[l] = take(bkv * (padded >> (l + 1)) * d * es);
         w.v_pooled[l] = take(bkv * (padded >> (l + 1)) * d * es);
       }
+    }
+    if (plan.route.pyramid()) {
       w.q_off = take(bq * static_cast<uint64_t>(plan.q_samples) * 4);
       w.k_off = take(bq * static_cast<uint64_t>(plan.k_samples) * 4);
       w.scores = take(bq * mq * nk * 4);

@@ -600,12 +600,13 @@ pub struct psa_stats {
     pub query_blocks: i64,
     pub key_blocks: i64,
     pub stage_ms: [f64; 7usize],
+    pub precision: i32,
 }
 #[test]
 fn bindgen_test_layout_psa_stats() {
     assert_eq!(
         ::std::mem::size_of::<psa_stats>(),
-        144usize,
+        152usize,
         concat!("Size of: ", stringify!(psa_stats))
     );
     assert_eq!(
@@ -766,6 +767,23 @@ fn bindgen_test_layout_psa_stats() {
         );
     }
     test_field_stage_ms();
+    fn test_field_precision() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<psa_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).precision) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(psa_stats),
+                "::",
+                stringify!(precision)
+            )
+        );
+    }
+    test_field_precision();
 }
 pub const PSA_STAGE_REARRANGE: _bindgen_ty_2 = 0;
 pub const PSA_STAGE_POOL: _bindgen_ty_2 = 1;

@@ -305,6 +305,9 @@ pub struct Stats {
     pub key_blocks: i64,
     /// Host milliseconds per stage, `sys::PSA_STAGE_*` order (CPU backend only).
     pub stage_ms: [f64; 7],
+    /// The arithmetic the attention ran (`sys::PSA_PRECISION_*`): FP8 only where it was asked
+    /// for and the backend runs it on this shape.
+    pub precision: sys::psa_precision,
 }
 
 /// A config bound to a backend, with cached per-shape plans. Destroyed on drop (on CUDA
@@ -524,6 +527,7 @@ impl Context {
             query_blocks: raw.query_blocks,
             key_blocks: raw.key_blocks,
             stage_ms: raw.stage_ms,
+            precision: raw.precision as sys::psa_precision,
         })
     }
 
