@@ -192,7 +192,22 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
       const int32_t total = plan->total;
       if (role == 1 || role == 3) {
         // ---- transposers: raw V [key][d] of stage s -> V^T [d][logical key] ----
-        const int tl = (role == 1 ? 0 : 32) + lane;  // 0..63
+        // Units (d group dg of 4 channels, logical key group kc of 4 keys): 32 x 32 of them.
+        // Lane l takes key group kc(l) and d groups dg(l) ^ it, it = 0..15 (warp 1) or 16..31
+        // (warp 3), where (dg(l), kc(l)) is the XOR of kTransBasis[i] over l's set bits: with
+        // that choice each of a warp's 4 loads and 4 stores per unit touches 32 different banks
+        // of the 128-byte-swizzled tiles (rows of one d group in consecutive lanes -- the plain
+        // order -- put 16 stores on one bank).
+        constexpr int kTransBasis[5] = {375, 597, 60, 932, 520};  // dg = bits 0-4, kc = bits 5-9
+        int v = 0;
+#pragma unroll
+        for (int bit = 0; bit < 5; ++bit) v ^= (lane >> bit & 1) ? kTransBasis[bit] : 0;
+        const int kc = v >> 5, dg_lane = v & 31;
+        const int k32 = kc >> 3, kl = (kc & 7) * 4;  // 32-key step, first logical key in it
+        const int it0 = role == 1 ? 0 : 16;
+        int key[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) key[u] = k32 * 32 + phys_of_logical(kl + u);
         for (int32_t t = 0; t < total; ++t) {
           const int32_t u_ring = T0 + t;
           const int s = u_ring % S;
@@ -200,18 +215,12 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           if (u_ring >= S) mbar_wait(bar_ev(s), ((u_ring / S) - 1) & 1);
           const unsigned char* src = sV + s * Tr::kTile8;
           unsigned char* dst = sVt + s * Tr::kTile8;
-          // Unit (d group of 4, logical key group of 4): 32 x 32 units, 16 per lane.
 #pragma unroll 4
-          for (int unit = tl; unit < 1024; unit += 64) {
-            const int dg = unit & 31, kg = unit >> 5;  // d0 = 4 dg; logical keys 4 kg .. 4 kg + 3
-            const int d0 = dg * 4;
-            const int k32 = kg >> 3, kl = (kg & 7) * 4;  // 32-key step, first logical key in it
+          for (int it = 0; it < 16; ++it) {
+            const int d0 = ((dg_lane ^ (it0 + it))) * 4;
             uint32_t a[4];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
-              const int key = k32 * 32 + phys_of_logical(kl + u);
-              a[u] = *reinterpret_cast<const uint32_t*>(src + off8(key, d0));
-            }
+            for (int u = 0; u < 4; ++u) a[u] = *reinterpret_cast<const uint32_t*>(src + off8(key[u], d0));
             const uint32_t t0 = __byte_perm(a[0], a[1], 0x5140), t1 = __byte_perm(a[2], a[3], 0x5140);
             const uint32_t t2 = __byte_perm(a[0], a[1], 0x7362), t3 = __byte_perm(a[2], a[3], 0x7362);
             const uint32_t b4[4] = {__byte_perm(t0, t1, 0x5410), __byte_perm(t0, t1, 0x7632),
