@@ -264,6 +264,9 @@ elseif(CASE STREQUAL "run_max_error")
   # with the default precision, 0.119 with fp8 when this test was written).
   psa_expect(0 run ${small_run} --backend cpu --precision fp8 --max-error 0.13)
   expect_match("${OUT}" "; within \\(--max-error 0.13\\)" "fp8 run")
+  expect_match("${OUT}" "\n  precision +fp8 \\(8-bit attention\\)\n" "fp8 run: the precision that ran")
+  psa_expect(0 run ${small_run} --backend cpu --precision fp8 --json)
+  expect_match("${OUT}" "\"precision\": \"fp8\"" "fp8 run --json")
 
 elseif(CASE STREQUAL "run_nonfinite")
   # An f16 .npy whose bytes are all printable: 0x3c41 ("A<", about 1.06) everywhere, and q with
