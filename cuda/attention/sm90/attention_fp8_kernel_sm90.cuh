@@ -49,10 +49,13 @@ struct Fp8Traits {
   static constexpr size_t kOffV = kOffK + kStages * kTile8;
   static constexpr size_t kOffVt = kOffV + kStages * kTile8;
   static constexpr size_t kOffTok = kOffVt + kStages * kTile8;
-  static constexpr size_t kOffFlag = kOffTok + sizeof(int32_t) * kStages * kKT;
-  // per entry slot: {s_k, 448 f, 1 / (448 f), 0}, one 16-byte load per 8 columns in the softmax
-  static constexpr size_t kOffTab = kOffFlag + sizeof(int32_t) * kStages * 4;
-  static constexpr size_t kOffQinfo = kOffTab + sizeof(float4) * kStages * kKT;
+  // per entry slot: {s_k, 448 f, 1 / (448 f), 0} (the K warp's scratch for the column tables)
+  static constexpr size_t kOffTab = kOffTok + sizeof(int32_t) * kStages * kKT;
+  // per column pair (2c, 2c + 1): {s_k, s_k, bias, bias} and {448 f, 448 f, 1 / (448 f) x 2}
+  // (bias: the level's log-bias, or -inf for a key row that is not a valid token); the
+  // softmax's only per-column reads, two 16-byte loads per 8 columns at fixed offsets
+  static constexpr size_t kOffPair = kOffTab + sizeof(float4) * kStages * kKT;
+  static constexpr size_t kOffQinfo = kOffPair + sizeof(float4) * kStages * kKT;
   // per Q slot: 8 warp amaxes, q . k_mean of 128 rows
   static constexpr size_t kQinfoFloats = 8 + kBM;
   static constexpr size_t kOffBar = kOffQinfo + sizeof(float) * 2 * kQinfoFloats;
@@ -103,7 +106,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
   unsigned char* sV = smem + Tr::kOffV;
   unsigned char* sVt = smem + Tr::kOffVt;
   int32_t* sTok = reinterpret_cast<int32_t*>(smem + Tr::kOffTok);
-  int32_t* sFlag = reinterpret_cast<int32_t*>(smem + Tr::kOffFlag);
+  float4* sPair = reinterpret_cast<float4*>(smem + Tr::kOffPair);  // [S][2][KT / 2]
   float4* sTab = reinterpret_cast<float4*>(smem + Tr::kOffTab);  // [S][KT] {s_k, 448 f, 1 / (448 f), 0}
   float* sQinfo = reinterpret_cast<float*>(smem + Tr::kOffQinfo);
   const uint32_t bar0 = smem_addr(smem + Tr::kOffBar);
@@ -268,7 +271,22 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           }
           int32_t last = -1;
           if (!all) all = tile_token_list<KT>(p, plan, te, sTok + s * KT, last);
-          if (lane == 0) sFlag[s * 4] = all;
+          __syncwarp();  // the entry table and the token list, before the column pass reads them
+          // The column-pair tables (what the softmax reads per column, at fixed offsets).
+          const float bias2 = level_log_bias(1 << li) * 1.4426950408889634f;
+          float4* pair = sPair + s * KT;
+#pragma unroll
+          for (int v = 0; v < 2; ++v) {
+            const int pp = lane + 32 * v, c0 = 2 * pp;
+            const float4 ea = sTab[s * KT + (c0 >> lg)], eb = sTab[s * KT + ((c0 + 1) >> lg)];
+            float cb0 = bias2, cb1 = bias2;
+            if (!all) {
+              cb0 = sTok[s * KT + c0] >= 0 ? bias2 : neg_inf();
+              cb1 = sTok[s * KT + c0 + 1] >= 0 ? bias2 : neg_inf();
+            }
+            pair[pp] = make_float4(ea.x, eb.x, cb0, cb1);
+            pair[KT / 2 + pp] = make_float4(ea.y, eb.y, ea.z, eb.z);
+          }
         } else if (u_ring >= S) {
           mbar_wait(bar_evr(s), use_parity);
         }
@@ -315,7 +333,6 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
   float sc[KT / 2];
   uint32_t pf[KT / 32][4];
   float m_run[2], l_run[2];
-  const int32_t* tiles = nullptr;
   float qs_sl2 = 0.0f;  // s_q * scale * log2(e)
 
   auto issue_qk = [&](int s) {
@@ -339,33 +356,20 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
   };
   // Logits, running max, and the weights w = 2^(z - m) * 448 f (in sc; l gets the rounded
   // weights / (448 f)); returns the rescale factor of the old state per row.
-  auto softmax = [&](int32_t t, int s, float alpha[2]) {
-    int32_t w0;
-    const int li = level_of_tile(t, tiles, KT, w0);
-    const float bias2 = level_log_bias(1 << li) * kLog2e;
-    const int lg = 31 - __clz(static_cast<int>(p.block_n >> li));
-    const int32_t* tok = sTok + s * KT;
-    const float4* tab = sTab + s * KT;
-    const bool full = sFlag[s * 4] != 0;
-    // The thread's columns of block nn are 2 tq and 2 tq + 1: one entry unless an entry is a
-    // single key (lg 0: block_n 8 at level 8), so one 16-byte table load per block nn.
-    const bool pair = lg > 0;
+  auto softmax = [&](int s, float alpha[2]) {
+    // The thread's columns of block nn are 2 tq and 2 tq + 1: column pair nn * 4 + tq.
+    const float4* pa = sPair + s * KT + tq;           // {s_k, s_k, bias, bias}
+    const float4* pb = sPair + s * KT + KT / 2 + tq;  // {448 f, 448 f, 1 / (448 f) x 2}
     float mx[2] = {neg_inf(), neg_inf()};
 #pragma unroll
     for (int nn = 0; nn < KT / 8; ++nn) {
-      const int c0 = nn * 8 + tq * 2;
-      const float ks0 = tab[c0 >> lg].x;
-      const float ks1 = pair ? ks0 : tab[(c0 + 1) >> lg].x;
+      const float4 a = pa[nn * 4];
+      const float cs0 = qs_sl2 * a.x, cs1 = qs_sl2 * a.y;
 #pragma unroll
-      for (int e1 = 0; e1 < 2; ++e1) {
-        const int col = c0 + e1;
-        float cb = bias2;
-        if (!full) cb = tok[col] >= 0 ? bias2 : neg_inf();
-        const float cs = qs_sl2 * (e1 == 0 ? ks0 : ks1);
-        sc[nn * 4 + e1] = fmaf(__int2float_rn(si[nn * 4 + e1]), cs, cb);
-        sc[nn * 4 + e1 + 2] = fmaf(__int2float_rn(si[nn * 4 + e1 + 2]), cs, cb);
-        mx[0] = fmaxf(mx[0], sc[nn * 4 + e1]);
-        mx[1] = fmaxf(mx[1], sc[nn * 4 + e1 + 2]);
+      for (int rr = 0; rr < 2; ++rr) {
+        sc[nn * 4 + 2 * rr] = fmaf(__int2float_rn(si[nn * 4 + 2 * rr]), cs0, a.z);
+        sc[nn * 4 + 2 * rr + 1] = fmaf(__int2float_rn(si[nn * 4 + 2 * rr + 1]), cs1, a.w);
+        mx[rr] = fmaxf(mx[rr], fmaxf(sc[nn * 4 + 2 * rr], sc[nn * 4 + 2 * rr + 1]));
       }
     }
     float m_use[2];
@@ -374,17 +378,14 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     // sc[nn * 4 + 2 * rr] as bits; the A fragment is made of these pairs).
 #pragma unroll
     for (int nn = 0; nn < KT / 8; ++nn) {
-      const int c0 = nn * 8 + tq * 2;
-      const float4 ta = tab[c0 >> lg];
-      const float4 tb = pair ? ta : tab[(c0 + 1) >> lg];
-      const float f0 = ta.y, f1 = tb.y, i0 = ta.z, i1 = tb.z;
+      const float4 b = pb[nn * 4];
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        const float w0 = fast_exp2(sc[nn * 4 + 2 * rr] - m_use[rr]) * f0;
-        const float w1 = fast_exp2(sc[nn * 4 + 2 * rr + 1] - m_use[rr]) * f1;
+        const float w0 = fast_exp2(sc[nn * 4 + 2 * rr] - m_use[rr]) * b.x;
+        const float w1 = fast_exp2(sc[nn * 4 + 2 * rr + 1] - m_use[rr]) * b.y;
         const uint32_t code = e4m3x2(w0, w1);
         const float2 rw = e4m3x2_values(code);  // the weights P V will see
-        l_run[rr] = fmaf(rw.x, i0, fmaf(rw.y, i1, l_run[rr]));
+        l_run[rr] = fmaf(rw.x, b.z, fmaf(rw.y, b.w, l_run[rr]));
         sc[nn * 4 + 2 * rr] = __uint_as_float(code);
       }
     }
@@ -421,7 +422,6 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     T* sQ = q_slot(q);
     float* qinfo = sQinfo + q * Tr::kQinfoFloats;
     mbar_wait(bar_qf(q), (n >> 1) & 1);
-    tiles = plan_of(q)->tiles;
     const int32_t total = plan_of(q)->total;
 
     // ---- Q -> int8: units (row, 16 channels) of this warpgroup's 64 rows, 4 per thread ----
@@ -496,7 +496,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
       issue_qk(s0);
       wgmma_wait<0>();
       fence_regs(si);
-      softmax(0, s0, alpha);
+      softmax(s0, alpha);
       mbar_arrive(bar_ek(s0));
       rescale_and_pack(alpha);
       for (int32_t t = 1; t < total; ++t) {
@@ -510,7 +510,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         issue_pv(sp_);
         wgmma_wait<1>();
         fence_regs(si);
-        softmax(t, s, alpha);
+        softmax(s, alpha);
         mbar_arrive(bar_ek(s));
         wgmma_wait<0>();
         fence_regs(o);
