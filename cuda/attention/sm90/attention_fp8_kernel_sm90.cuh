@@ -391,8 +391,12 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     }
   };
   auto rescale_and_pack = [&](const float alpha[2]) {
+    // Once a row's maximum settles, alpha is exactly 1 and the rescale changes no bit: skipped
+    // when that holds for every row of the warp (a warp-uniform branch).
+    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
-    for (int j = 0; j < D / 2; ++j) o[j] *= alpha[(j >> 1) & 1];
+      for (int j = 0; j < D / 2; ++j) o[j] *= alpha[(j >> 1) & 1];
+    }
     // k32 step kk: a0 = row g, logical keys 4tq..4tq+3 = physical n8 blocks 4kk, 4kk+1 at
     // columns 2tq, 2tq+1; a2 the same from blocks 4kk+2, 4kk+3; a1 / a3 row g + 8.
 #pragma unroll

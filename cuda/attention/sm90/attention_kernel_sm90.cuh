@@ -392,8 +392,12 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     }
   };
   auto rescale_and_pack = [&](const float alpha[2]) {
+    // Once a row's maximum settles, alpha is exactly 1 and the rescale changes no bit: skipped
+    // when that holds for every row of the warp (a warp-uniform branch).
+    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
-    for (int j = 0; j < D / 2; ++j) o[j] *= alpha[(j >> 1) & 1];
+      for (int j = 0; j < D / 2; ++j) o[j] *= alpha[(j >> 1) & 1];
+    }
 #pragma unroll
     for (int kk = 0; kk < KT / 16; ++kk) {
       pf[kk][0] = Elem<T>::pack(sc[8 * kk + 0], sc[8 * kk + 1]);
