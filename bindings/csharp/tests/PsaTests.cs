@@ -182,6 +182,16 @@ static class PsaTests {
         ForwardStats s = ctx.GetStats();
         Assert(!s.RanDense && s.Density > 0 && s.Density < 1, "density " + s.Density);
         Assert(s.KeyBlocks == L / 32, "key blocks " + s.KeyBlocks);
+        Assert(s.Precision == Precision.DEFAULT, "precision " + s.Precision);
+        // precision = fp8: the CPU backend runs the 8-bit rule, and the stats say so.
+        cfg.Set(Param.PRECISION, (long)Precision.FP8);
+        using (var ctx8 = new Context(cfg, Backend.CPU)) {
+          ctx8.SetVideoGrid(T, GH, GW);
+          ctx8.SetStep(cfg.GetInt(Param.WARMUP_STEPS));
+          var out8 = new float[q.Length];
+          ctx8.Forward(desc, q, desc, k, desc, v, desc, out8);
+          Assert(ctx8.GetStats().Precision == Precision.FP8, "fp8 precision " + ctx8.GetStats().Precision);
+        }
         double num = 0, den = 0;
         for (int i = 0; i < output.Length; ++i) {
           num += (output[i] - reference[i]) * (output[i] - reference[i]);

@@ -167,6 +167,16 @@ fn sparse_forward_is_sparse_and_finite() {
     let stats = ctx.stats().unwrap();
     assert!(!stats.ran_dense && stats.density > 0.0 && stats.density < 1.0, "{:?}", stats);
     assert_eq!(stats.key_blocks, (L / 32) as i64);
+    assert_eq!(stats.precision, sys::PSA_PRECISION_DEFAULT);
+    // precision = fp8: the CPU backend runs the 8-bit rule, and the stats say so.
+    let mut cfg8 = Config::load("Wan2.1_1.3b", Some("psa_topk")).unwrap();
+    cfg8.set("precision", sys::PSA_PRECISION_FP8 as f64).unwrap();
+    let mut ctx8 = Context::new(&cfg8, Backend::Cpu, -1).unwrap();
+    ctx8.set_video_grid(GRID.0 as i64, GRID.1 as i64, GRID.2 as i64, 0, TextPosition::None).unwrap();
+    ctx8.set_step(cfg8.get_int(sys::PSA_PARAM_WARMUP_STEPS).unwrap()).unwrap();
+    let mut out8 = vec![0f32; q.len()];
+    ctx8.forward(&desc, &q, &desc, &k, &desc, &v, &desc, &mut out8, None).unwrap();
+    assert_eq!(ctx8.stats().unwrap().precision, sys::PSA_PRECISION_FP8);
     let num: f64 = out.iter().zip(&expected).map(|(a, b)| (*a as f64 - b).powi(2)).sum();
     let den: f64 = expected.iter().map(|b| b * b).sum();
     // A sanity bound: accuracy against dense is the library's own tests' business (and
