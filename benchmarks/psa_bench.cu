@@ -344,42 +344,24 @@ void bench_shape(const Opts& o, const Shape& s) {
   // blocks at full resolution, 5% pooled by 2, 20% pooled by 8: density 0.15), then every kept
   // block at level 1 at the density that configuration measured: the two attention stages do
   // the same work, so their ratio is the cost of pooled tiles.
-  {
-    psa_config* cfg = pyramid_config(s.model, 0.0);
+  auto pyramid_row = [&](const char* name, const char* kind, double level1_density, psa_precision precision) {
+    psa_config* cfg = pyramid_config(s.model, level1_density, precision);
     psa_context* ctx = make_ctx(cfg, b);
     Result r;
     r.shape = s.key;
-    r.config = "pyramid:ref-default";
-    r.kind = "pyramid";
+    r.config = name;
+    r.kind = kind;
     run_config(o, b, ctx, r, nullptr);
     print_row(r);
     g_results.push_back(r);
     psa_context_destroy(ctx);
     psa_config_destroy(cfg);
-    psa_config* cfg1 = pyramid_config(s.model, r.density);
-    ctx = make_ctx(cfg1, b);
-    Result r1;
-    r1.shape = s.key;
-    r1.config = "level1:pyramid-density";
-    r1.kind = "pyramid-level1";
-    run_config(o, b, ctx, r1, nullptr);
-    print_row(r1);
-    g_results.push_back(r1);
-    psa_context_destroy(ctx);
-    psa_config_destroy(cfg1);
-    // The same configuration with precision fp8 (8-bit attention where the backend runs it).
-    psa_config* cfg8 = pyramid_config(s.model, 0.0, PSA_PRECISION_FP8);
-    ctx = make_ctx(cfg8, b);
-    Result r8;
-    r8.shape = s.key;
-    r8.config = "pyramid:ref-default:fp8";
-    r8.kind = "pyramid-fp8";
-    run_config(o, b, ctx, r8, nullptr);
-    print_row(r8);
-    g_results.push_back(r8);
-    psa_context_destroy(ctx);
-    psa_config_destroy(cfg8);
-  }
+    return r.density;
+  };
+  const double pyramid_density = pyramid_row("pyramid:ref-default", "pyramid", 0.0, PSA_PRECISION_DEFAULT);
+  pyramid_row("level1:pyramid-density", "pyramid-level1", pyramid_density, PSA_PRECISION_DEFAULT);
+  // The same configuration with precision fp8 (8-bit attention where the backend runs it).
+  pyramid_row("pyramid:ref-default:fp8", "pyramid-fp8", 0.0, PSA_PRECISION_FP8);
 
   // topk quotas, all level 1; sampling study (divisors 8, 16) at density 0.15.
   const double dens[] = {0.05, 0.10, 0.15, 0.25, 0.5};

@@ -29,16 +29,6 @@ struct Case {
   uint32_t seed;
 };
 
-double rel_l2(const float* a, const float* ref, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(a[i]) - ref[i];
-    num += d * d;
-    den += static_cast<double>(ref[i]) * ref[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 void run_case(const Case& c) {
   SCOPED_TRACE(testing::Message() << "B " << c.B << " Hq " << c.Hq << " Hkv " << c.Hkv << " L " << c.L << " bn "
                                   << c.bn);
@@ -170,13 +160,13 @@ void run_case(const Case& c) {
       for (size_t e = 0; e < n; ++e) gpu[e] = test::from16(gout[static_cast<size_t>(hq) * n + e], dt);
       for (int64_t x = 0; x < L; ++x) {
         const size_t o = static_cast<size_t>(x * D), xs = static_cast<size_t>(x);
-        worst_gpu = std::max(worst_gpu, rel_l2(gpu.data() + o, exact.data() + o, static_cast<size_t>(D)));
-        worst_oracle = std::max(worst_oracle, rel_l2(oracle.data() + o, exact.data() + o, static_cast<size_t>(D)));
+        worst_gpu = std::max(worst_gpu, test::rel_l2(gpu.data() + o, exact.data() + o, static_cast<size_t>(D)));
+        worst_oracle = std::max(worst_oracle, test::rel_l2(oracle.data() + o, exact.data() + o, static_cast<size_t>(D)));
         lse_gpu = std::max(lse_gpu, std::fabs(static_cast<double>(glse[static_cast<size_t>(hq * L) + xs]) - lse_x[xs]));
         lse_oracle = std::max(lse_oracle, std::fabs(static_cast<double>(lse_o[xs]) - lse_x[xs]));
       }
-      sum_gpu += rel_l2(gpu.data(), exact.data(), n);
-      sum_oracle += rel_l2(oracle.data(), exact.data(), n);
+      sum_gpu += test::rel_l2(gpu.data(), exact.data(), n);
+      sum_oracle += test::rel_l2(oracle.data(), exact.data(), n);
     }
   const double heads = static_cast<double>(c.B * c.Hq);
   std::printf("[fp8 attention] B=%lld Hq=%lld Hkv=%lld L=%lld bn=%lld, error vs exact sparse attention (GPU / "

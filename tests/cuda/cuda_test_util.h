@@ -174,14 +174,17 @@ float median_ms(Fn&& fn, int reps, int warmups = 1) {
   return ms[ms.size() / 2];
 }
 
-inline double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+inline double rel_l2(const float* a, const float* ref, size_t n) {
   double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const double d = static_cast<double>(a[i]) - ref[i];
     num += d * d;
     den += static_cast<double>(ref[i]) * ref[i];
   }
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+inline double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+  return rel_l2(a.data(), ref.data(), a.size());
 }
 
 inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& ref) {

@@ -179,16 +179,6 @@ ForwardRun run_cuda(const Case& c, psa_precision precision, const Tensor& q, con
   return r;
 }
 
-double rel_l2(const float* a, const float* ref, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(a[i]) - ref[i];
-    num += d * d;
-    den += static_cast<double>(ref[i]) * ref[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 bool row_finite(const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(x[i])) return false;
@@ -282,14 +272,14 @@ void check_against_oracle(const Case& c) {
         fg.insert(fg.end(), gpu.begin() + o, gpu.begin() + o + D);
         fo.insert(fo.end(), oracle.begin() + o, oracle.begin() + o + D);
         fx.insert(fx.end(), exact.begin() + o, exact.begin() + o + D);
-        worst_gpu = std::max(worst_gpu, rel_l2(&gpu[o], &exact[o], static_cast<size_t>(D)));
-        worst_oracle = std::max(worst_oracle, rel_l2(&oracle[o], &exact[o], static_cast<size_t>(D)));
+        worst_gpu = std::max(worst_gpu, test::rel_l2(&gpu[o], &exact[o], static_cast<size_t>(D)));
+        worst_oracle = std::max(worst_oracle, test::rel_l2(&oracle[o], &exact[o], static_cast<size_t>(D)));
         lse_gpu = std::max(lse_gpu, std::fabs(static_cast<double>(glse[xs]) - lse_x[xs]));
         lse_oracle = std::max(lse_oracle, std::fabs(static_cast<double>(lse_o[xs]) - lse_x[xs]));
       }
       if (!fx.empty()) {
-        sum_gpu += rel_l2(fg.data(), fx.data(), fx.size());
-        sum_oracle += rel_l2(fo.data(), fx.data(), fx.size());
+        sum_gpu += test::rel_l2(fg.data(), fx.data(), fx.size());
+        sum_oracle += test::rel_l2(fo.data(), fx.data(), fx.size());
         ++heads;
       }
     }
