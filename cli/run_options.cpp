@@ -121,6 +121,16 @@ E pick(const cxxopts::Options& o, const std::string& flag, const std::string& va
   throw UsageError("--" + flag + " '" + value + "': expected one of " + names, o.help());
 }
 
+// A parameter's value from one of its words (the library's list, exact spelling).
+int64_t pick_word(const cxxopts::Options& o, const std::string& flag, const std::string& value, psa_param param) {
+  std::string names;
+  for (int64_t v = 0; const char* w = psa_param_value_name(param, v); ++v) {
+    if (value == w) return v;
+    names += std::string(names.empty() ? "" : ", ") + w;
+  }
+  throw UsageError("--" + flag + " '" + value + "': expected one of " + names, o.help());
+}
+
 }  // namespace
 
 bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions& out) {
@@ -187,8 +197,7 @@ bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions&
                               {{"bnsd", PSA_LAYOUT_BNSD}, {"bsnd", PSA_LAYOUT_BSND}});
   p.causal = r.count("causal") != 0;
   if (r.count("precision")) {
-    p.precision = pick<psa_precision>(o, "precision", str("precision"),
-                                      {{"default", PSA_PRECISION_DEFAULT}, {"fp8", PSA_PRECISION_FP8}});
+    p.precision = static_cast<int>(pick_word(o, "precision", str("precision"), PSA_PARAM_PRECISION));
   }
   if (r.count("out")) p.out_path = str("out");
   if (r.count("save-inputs")) p.save_inputs = str("save-inputs");

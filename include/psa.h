@@ -349,6 +349,14 @@ PSA_API psa_status psa_param_info(psa_param param, const char** name, psa_param_
                                   double* lower, double* upper);
 /* Looks a parameter up by the name psa_param_info reports. PSA_ERR_NOT_FOUND if unknown. */
 PSA_API psa_status psa_param_from_name(const char* name, psa_param* param);
+/* The words of an enum parameter (its YAML spelling, e.g. "fp8" for PSA_PARAM_PRECISION = 1):
+ * the word of `value`, or NULL when `param` has no words (not an enum) or `value` is none of its
+ * values. Static storage. Bindings and tools take their word lists from here. */
+PSA_API const char* psa_param_value_name(psa_param param, int64_t value);
+/* The value of word `name` for an enum parameter, compared without ASCII case ("gilbert" is
+ * "Gilbert"). [out] value. Errors: PSA_ERR_NULL_POINTER, PSA_ERR_INVALID_ARGUMENT (`param` is
+ * not an enum parameter), PSA_ERR_NOT_FOUND (unknown word; the message lists the words). */
+PSA_API psa_status psa_param_value_from_name(psa_param param, const char* name, int64_t* value);
 
 /* =====================================================================================
  * Catalog: the models and presets of a YAML file, for listing.

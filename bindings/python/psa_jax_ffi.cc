@@ -95,54 +95,6 @@ ffi::Error library_error(const char* what, psa_status status) {
 }
 
 // ---- the config key -------------------------------------------------------------------
-struct Word {
-  const char* name;
-  int64_t value;
-};
-
-bool same_word(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
-
-// YAML words of the enum-valued parameters (as psa/_config.py spells them).
-std::optional<int64_t> enum_word(std::string_view param, std::string_view text) {
-  static const Word kMethod[] = {{"psa", PSA_METHOD_PSA},         {"dense", PSA_METHOD_DENSE},
-                                 {"rf_v2", PSA_METHOD_RF_V2},     {"ada_bsa", PSA_METHOD_ADA_BSA},
-                                 {"psa_causal", PSA_METHOD_PSA_CAUSAL}};
-  static const Word kMaskMode[] = {{"topk", PSA_MASK_MODE_TOPK},
-                                   {"thresholdbound", PSA_MASK_MODE_THRESHOLDBOUND},
-                                   {"energybound", PSA_MASK_MODE_ENERGYBOUND}};
-  static const Word kFormat[] = {{"new_mask_type", PSA_MASK_FORMAT_SEGMENTS},
-                                 {"old_mask_type", PSA_MASK_FORMAT_LEVELS}};
-  static const Word kRearrange[] = {{"Gilbert", PSA_REARRANGE_GILBERT},
-                                    {"STA", PSA_REARRANGE_STA},
-                                    {"SemanticAware", PSA_REARRANGE_SEMANTIC_AWARE},
-                                    {"Hybrid", PSA_REARRANGE_HYBRID}};
-  static const Word kTextRule[] = {{"span", PSA_TEXT_RULE_SPAN},
-                                   {"reference_suffix", PSA_TEXT_RULE_REFERENCE_SUFFIX}};
-  static const Word kPrecision[] = {{"default", PSA_PRECISION_DEFAULT}, {"fp8", PSA_PRECISION_FP8}};
-  const Word* table = nullptr;
-  size_t count = 0;
-  auto use = [&](const Word* words, size_t n) { table = words, count = n; };
-  if (param == "type") use(kMethod, std::size(kMethod));
-  else if (param == "mask_mode") use(kMaskMode, std::size(kMaskMode));
-  else if (param == "attn_impl") use(kFormat, std::size(kFormat));
-  else if (param == "rearrange_method") use(kRearrange, std::size(kRearrange));
-  else if (param == "text_rule") use(kTextRule, std::size(kTextRule));
-  else if (param == "precision") use(kPrecision, std::size(kPrecision));
-  for (size_t i = 0; i < count; ++i) {
-    if (same_word(text, table[i].name)) return table[i].value;
-  }
-  return std::nullopt;
-}
-
 struct ConfigDeleter {
   void operator()(psa_config* c) const { psa_config_destroy(c); }
 };
@@ -175,8 +127,8 @@ ffi::Error set_param(psa_config* cfg, std::string_view key, std::string_view pai
     int64_t value = 0;
     if (text == "true" || text == "false") {
       value = text == "true";
-    } else if (std::optional<int64_t> word = enum_word(name, text)) {
-      value = *word;
+    } else if (psa_param_value_from_name(param, text.c_str(), &value) == PSA_OK) {
+      // an enum word (the library's own list, any ASCII case)
     } else {
       char* end = nullptr;
       errno = 0;

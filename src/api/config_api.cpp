@@ -196,6 +196,37 @@ PSA_API psa_status psa_param_info(psa_param param, const char** name, psa_param_
   PSA_API_END
 }
 
+PSA_API const char* psa_param_value_name(psa_param param, int64_t value) {
+  const psa::ParamInfo* p = psa::param_info(param);
+  if (p == nullptr || p->kind != psa::ParamKind::kEnum || value < 0 || value >= p->count) return nullptr;
+  return p->names[value];
+}
+
+PSA_API psa_status psa_param_value_from_name(psa_param param, const char* name, int64_t* value) {
+  PSA_API_BEGIN
+  PSA_CHECK_NOT_NULL(name);
+  PSA_CHECK_NOT_NULL(value);
+  const psa::ParamInfo* p = psa::param_info(param);
+  PSA_RETURN_IF(p == nullptr || p->kind != psa::ParamKind::kEnum, PSA_ERR_INVALID_ARGUMENT,
+                "param = %d: not a parameter with words (type, mask_mode, attn_impl, rearrange_method, "
+                "text_rule, precision)",
+                static_cast<int>(param));
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  std::string words;
+  for (int i = 0; i < p->count; ++i) {
+    const char* w = p->names[i];
+    size_t k = 0;
+    while (w[k] != 0 && name[k] != 0 && lower(w[k]) == lower(name[k])) ++k;
+    if (w[k] == 0 && name[k] == 0) {
+      *value = i;
+      return PSA_OK;
+    }
+    words += std::string(i ? ", " : "") + w;
+  }
+  return psa::set_error(PSA_ERR_NOT_FOUND, "%s = '%s': unknown word; allowed: %s", p->name, name, words.c_str());
+  PSA_API_END
+}
+
 PSA_API psa_status psa_param_from_name(const char* name, psa_param* param) {
   PSA_API_BEGIN
   PSA_CHECK_NOT_NULL(name);

@@ -12,6 +12,14 @@ from typing import Dict, Iterator, List, Optional, Tuple, Type, Union
 from . import capi
 
 
+# The parameter whose words each enum below carries, and the words once read from the library.
+_ENUM_PARAM: Dict[str, int] = {
+    "Method": capi.PSA_PARAM_METHOD, "MaskMode": capi.PSA_PARAM_MASK_MODE,
+    "MaskFormat": capi.PSA_PARAM_MASK_FORMAT, "Rearrange": capi.PSA_PARAM_REARRANGE_METHOD,
+    "TextRule": capi.PSA_PARAM_TEXT_RULE, "Precision": capi.PSA_PARAM_PRECISION}
+_WORDS: Dict[str, Dict[int, str]] = {}
+
+
 class _WordEnum(enum.IntEnum):
     """An IntEnum whose members also have a YAML word (``str(member)`` is the word).
 
@@ -21,8 +29,14 @@ class _WordEnum(enum.IntEnum):
     """
 
     @classmethod
-    def _words(cls) -> Dict[int, str]:  # overridden per enum
-        raise NotImplementedError
+    def _words(cls) -> Dict[int, str]:
+        """Value -> YAML word, as the library spells it (psa_param_value_name)."""
+        words = _WORDS.get(cls.__name__)
+        if words is None:
+            param = _ENUM_PARAM[cls.__name__]
+            words = {int(m): str(capi.psa_param_value_name(param, int(m))) for m in cls}
+            _WORDS[cls.__name__] = words
+        return words
 
     @property
     def word(self) -> str:
@@ -67,10 +81,6 @@ class Method(_WordEnum):
     ADA_BSA = capi.PSA_METHOD_ADA_BSA
     PSA_CAUSAL = capi.PSA_METHOD_PSA_CAUSAL
 
-    @classmethod
-    def _words(cls) -> Dict[int, str]:
-        return {0: "psa", 1: "dense", 2: "rf_v2", 3: "ada_bsa", 4: "psa_causal"}
-
 
 class MaskMode(_WordEnum):
     """How mask quotas are read (YAML ``mask_mode``)."""
@@ -79,10 +89,6 @@ class MaskMode(_WordEnum):
     THRESHOLDBOUND = capi.PSA_MASK_MODE_THRESHOLDBOUND
     ENERGYBOUND = capi.PSA_MASK_MODE_ENERGYBOUND
 
-    @classmethod
-    def _words(cls) -> Dict[int, str]:
-        return {0: "topk", 1: "thresholdbound", 2: "energybound"}
-
 
 class MaskFormat(_WordEnum):
     """Mask format (YAML ``attn_impl``): segments (``new_mask_type``) or levels
@@ -90,10 +96,6 @@ class MaskFormat(_WordEnum):
 
     SEGMENTS = capi.PSA_MASK_FORMAT_SEGMENTS
     LEVELS = capi.PSA_MASK_FORMAT_LEVELS
-
-    @classmethod
-    def _words(cls) -> Dict[int, str]:
-        return {0: "new_mask_type", 1: "old_mask_type"}
 
 
 class Rearrange(_WordEnum):
@@ -104,20 +106,12 @@ class Rearrange(_WordEnum):
     SEMANTIC_AWARE = capi.PSA_REARRANGE_SEMANTIC_AWARE
     HYBRID = capi.PSA_REARRANGE_HYBRID
 
-    @classmethod
-    def _words(cls) -> Dict[int, str]:
-        return {0: "Gilbert", 1: "STA", 2: "SemanticAware", 3: "Hybrid"}
-
 
 class TextRule(_WordEnum):
     """How text tokens enter the PSA mask (parameter ``text_rule``)."""
 
     SPAN = capi.PSA_TEXT_RULE_SPAN
     REFERENCE_SUFFIX = capi.PSA_TEXT_RULE_REFERENCE_SUFFIX
-
-    @classmethod
-    def _words(cls) -> Dict[int, str]:
-        return {0: "span", 1: "reference_suffix"}
 
 
 class Precision(_WordEnum):
@@ -128,10 +122,6 @@ class Precision(_WordEnum):
 
     DEFAULT = capi.PSA_PRECISION_DEFAULT
     FP8 = capi.PSA_PRECISION_FP8
-
-    @classmethod
-    def _words(cls) -> Dict[int, str]:
-        return {0: "default", 1: "fp8"}
 
 
 def _int_enum(name: str, prefix: str, exclude: Tuple[str, ...] = ()) -> Type[enum.IntEnum]:

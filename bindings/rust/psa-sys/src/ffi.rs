@@ -323,6 +323,16 @@ extern "C" {
         param: *mut psa_param,
     ) -> psa_status;
 }
+extern "C" {
+    pub fn psa_param_value_name(param: psa_param, value: i64) -> *const ::std::os::raw::c_char;
+}
+extern "C" {
+    pub fn psa_param_value_from_name(
+        param: psa_param,
+        name: *const ::std::os::raw::c_char,
+        value: *mut i64,
+    ) -> psa_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct psa_catalog_s {
