@@ -193,7 +193,7 @@ void run_config(const Opts& o, const Bufs& b, psa_context* ctx, Result& r, std::
   st.struct_size = sizeof(st);
   PK(psa_context_get_stats(ctx, &st));
   r.density = st.ran_dense ? 1.0 : st.density;
-  r.precision = st.precision == PSA_PRECISION_FP8 ? "fp8" : "default";
+  r.precision = psa_param_value_name(PSA_PARAM_PRECISION, st.precision);
   const double flops = 4.0 * b.s->heads * static_cast<double>(b.L) * b.L * b.s->head_dim * r.density;
   r.tflops = flops / (r.ms * 1e-3) / 1e12;
   CK(cudaDeviceSynchronize());

@@ -136,7 +136,7 @@ Row time_config(const BenchShape& s, const std::string& name, psa_config* cfg,
   st.struct_size = sizeof st;
   check(psa_context_get_stats(ctx.get(), &st));
   r.density = st.density;
-  r.precision = st.precision == PSA_PRECISION_FP8 ? "fp8" : "default";
+  r.precision = psa_param_value_name(PSA_PARAM_PRECISION, st.precision);
   const double L = static_cast<double>(desc.shape[2]);
   r.tflops = 4.0 * s.heads * L * L * s.head_dim * r.density / (r.ms * 1e-3) / 1e12;
   std::vector<uint8_t> bytes(out.size());

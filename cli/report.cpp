@@ -147,7 +147,8 @@ void print_report_text(const RunReport& r) {
   std::snprintf(buf, sizeof buf, "%.4f of the dense work (sparsity %.1f%%)", r.stats.density,
                 100.0 * (1.0 - r.stats.density));
   row("density", buf);
-  row("precision", r.stats.precision == PSA_PRECISION_FP8 ? "fp8 (8-bit attention)" : "default");
+  const std::string precision = psa_param_value_name(PSA_PARAM_PRECISION, r.stats.precision);
+  row("precision", r.stats.precision == PSA_PRECISION_FP8 ? precision + " (8-bit attention)" : precision);
   if (r.backend == PSA_BACKEND_CPU) {
     std::string st;
     for (int i = 0; i < 7; ++i) {
@@ -207,7 +208,7 @@ void print_report_json(const RunReport& r, const std::string& verdict) {
   }
   j.integer("query_blocks", r.stats.query_blocks).integer("key_blocks", r.stats.key_blocks);
   j.num("density", r.stats.density).num("sparsity", 1.0 - r.stats.density);
-  j.str("precision", r.stats.precision == PSA_PRECISION_FP8 ? "fp8" : "default");
+  j.str("precision", psa_param_value_name(PSA_PARAM_PRECISION, r.stats.precision));
   j.raw("level_fraction", levels.done());
   if (r.backend == PSA_BACKEND_CPU) {
     j.raw("stage_ms", stages.done());

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "cuda/core/problem_dims.h"
+#include "cuda/pool/pool_cuda.h"
 #include "psa.h"
 
 namespace psa {
@@ -19,14 +20,9 @@ struct AttentionFp8Args {
   float scale = 0.0f;
   const void* q = nullptr;           // [B, Hq, Lq, 128] with element strides, rows 16-byte aligned
   int64_t q_stride[4] = {0, 0, 0, 1};
-  // gather_pool_fp8_cuda's outputs: 8-bit K / V per level index (contiguous [B*Hkv, len_li, 128])
-  // and the scales.
-  const void* k8[4] = {nullptr, nullptr, nullptr, nullptr};
-  const void* v8[4] = {nullptr, nullptr, nullptr, nullptr};
-  const float* k_mean = nullptr;
-  const float* k_scale = nullptr;
-  const float* v_scale = nullptr;
-  const float* v_smax = nullptr;
+  // gather_pool_fp8_cuda's outputs, read only: 8-bit K / V per level index (contiguous
+  // [B*Hkv, len_li, 128]) and the scales.
+  Fp8KvOut kv;
   const int32_t* wl_blocks = nullptr;  // work list of the level map
   const int32_t* wl_count = nullptr;
   void* out = nullptr;

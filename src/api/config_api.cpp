@@ -207,10 +207,15 @@ PSA_API psa_status psa_param_value_from_name(psa_param param, const char* name, 
   PSA_CHECK_NOT_NULL(name);
   PSA_CHECK_NOT_NULL(value);
   const psa::ParamInfo* p = psa::param_info(param);
-  PSA_RETURN_IF(p == nullptr || p->kind != psa::ParamKind::kEnum, PSA_ERR_INVALID_ARGUMENT,
-                "param = %d: not a parameter with words (type, mask_mode, attn_impl, rearrange_method, "
-                "text_rule, precision)",
-                static_cast<int>(param));
+  if (p == nullptr || p->kind != psa::ParamKind::kEnum) {
+    std::string with_words;
+    for (int i = 0; i < PSA_PARAM_COUNT_; ++i) {
+      const psa::ParamInfo* q = psa::param_info(static_cast<psa_param>(i));
+      if (q->kind == psa::ParamKind::kEnum) with_words += std::string(with_words.empty() ? "" : ", ") + q->name;
+    }
+    return psa::set_error(PSA_ERR_INVALID_ARGUMENT, "param = %d: not a parameter with words (%s)",
+                          static_cast<int>(param), with_words.c_str());
+  }
   auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
   std::string words;
   for (int i = 0; i < p->count; ++i) {

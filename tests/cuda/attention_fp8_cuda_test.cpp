@@ -103,14 +103,7 @@ void run_case(const Case& c) {
   a.q_stride[0] = c.Hq * L * D;
   a.q_stride[1] = L * D;
   a.q_stride[2] = D;
-  for (int li = 0; li < 4; ++li) {
-    a.k8[li] = kv.k8[li];
-    a.v8[li] = kv.v8[li];
-  }
-  a.k_mean = kv.k_mean;
-  a.k_scale = kv.k_scale;
-  a.v_scale = kv.v_scale;
-  a.v_smax = kv.v_smax;
+  a.kv = kv;
   a.wl_blocks = wl.get();
   a.wl_count = wc.get();
   a.out = dout.get();
@@ -299,14 +292,7 @@ TEST(CudaFp8Attention, DISABLED_StandardShapeSpeed) {
       a8.q = dq.get();
       std::copy(strides, strides + 4, a8.q_stride);
       std::copy(strides, strides + 4, a8.o_stride);
-      for (int li = 0; li < 4; ++li) {
-        a8.k8[li] = kv.k8[li];
-        a8.v8[li] = kv.v8[li];
-      }
-      a8.k_mean = kv.k_mean;
-      a8.k_scale = kv.k_scale;
-      a8.v_scale = kv.v_scale;
-      a8.v_smax = kv.v_smax;
+      a8.kv = kv;
       a8.wl_blocks = wl.get();
       a8.wl_count = wc.get();
       a8.out = out.get();

@@ -7,7 +7,8 @@
 //     (one scale per 128-row query block: both warpgroups' amax), and take q . k_mean per row
 //     for the lse;
 //   - S = Q8 K8^T by wgmma s8 (int32, exact), then z = S * s_q * s_k(entry) * scale + bias; the
-//     K warp writes each tile's per-entry s_k and V share f = s_v / s_v,max with the entries;
+//     K warp writes each tile's s_k, bias and V share f = s_v / s_v,max per column pair, so that
+//     the softmax reads them at fixed offsets;
 //   - P: w = p * f * 448 rounded to e4m3 (l sums the rounded weights / (448 f)), packed straight
 //     from the S accumulator layout into the k32 A fragment; the key order inside each 32-key
 //     step that this implies is applied to V instead;
@@ -262,8 +263,9 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           }
           bool all = tile_all_valid<KT>(p, plan, te);
           if (u_ring >= S) mbar_wait(bar_ek(s), use_parity);
-          // Every entry slot of the tile, past `entries` too (s_k 0, f 1): the consumers read the
-          // slot of each column, and the zero rows' logits must be 0 * s_k, not 0 * stale bits.
+          // Every entry slot of the tile, past `entries` too (s_k 0, f 1): the column pass below
+          // reads the slot of each column, and the zero rows' logits must be 0 * s_k, not 0 *
+          // stale bits.
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int e = lane + 32 * j;

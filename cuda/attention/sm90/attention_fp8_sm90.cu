@@ -72,8 +72,8 @@ psa_status attention_fp8_cuda(const AttentionFp8Args& a, cudaStream_t stream) {
   PSA_RETURN_IF(!rows_16b_aligned(a.q, a.q_stride), PSA_ERR_INTERNAL, "fp8 attention: q rows must be 16-byte aligned");
   PSA_RETURN_IF(reinterpret_cast<uintptr_t>(a.out) % 16 != 0, PSA_ERR_MISALIGNED_POINTER,
                 "out: pointer %p is not 16-byte aligned", a.out);
-  PSA_RETURN_IF(a.wl_blocks == nullptr || a.wl_count == nullptr || a.k_mean == nullptr || a.k_scale == nullptr ||
-                    a.v_scale == nullptr || a.v_smax == nullptr,
+  PSA_RETURN_IF(a.wl_blocks == nullptr || a.wl_count == nullptr || a.kv.k_mean == nullptr ||
+                    a.kv.k_scale == nullptr || a.kv.v_scale == nullptr || a.kv.v_smax == nullptr,
                 PSA_ERR_INTERNAL, "fp8 attention: work list or scales missing");
   const int64_t mq = ceil_div(a.dims.len_q, a.dims.block_m), nk = ceil_div(a.dims.len_k, a.dims.block_n);
   if (a.dims.batch == 0 || a.dims.heads_q == 0 || mq == 0) return PSA_OK;
@@ -81,10 +81,10 @@ psa_status attention_fp8_cuda(const AttentionFp8Args& a, cudaStream_t stream) {
   AttnKernelParams& p = sp.a;
   fill_row_params(a, &p);
   sp.batch = a.dims.batch;
-  sp.k_mean = a.k_mean;
-  sp.k_scale = a.k_scale;
-  sp.v_scale = a.v_scale;
-  sp.v_smax = a.v_smax;
+  sp.k_mean = a.kv.k_mean;
+  sp.k_scale = a.kv.k_scale;
+  sp.v_scale = a.kv.v_scale;
+  sp.v_smax = a.kv.v_smax;
   const bool f16 = a.dtype == PSA_DTYPE_F16;
   PSA_RETURN_IF(!sm90::encode_map(&sp.q, f16, a.q, a.dims.batch, a.dims.heads_q, a.dims.len_q, 128, a.q_stride[0],
                                   a.q_stride[1], a.q_stride[2], 128),
@@ -93,8 +93,8 @@ psa_status attention_fp8_cuda(const AttentionFp8Args& a, cudaStream_t stream) {
     const int64_t rows = li == 0 ? a.dims.len_k : (nk * a.dims.block_n) >> li;
     const int box = static_cast<int>(a.dims.block_n >> li);
     sp.box_rows[li] = box;
-    PSA_RETURN_IF(!encode_map8(&sp.k[li], a.k8[li], a.dims.batch, a.dims.heads_kv, rows, box) ||
-                      !encode_map8(&sp.v[li], a.v8[li], a.dims.batch, a.dims.heads_kv, rows, box),
+    PSA_RETURN_IF(!encode_map8(&sp.k[li], a.kv.k8[li], a.dims.batch, a.dims.heads_kv, rows, box) ||
+                      !encode_map8(&sp.v[li], a.kv.v8[li], a.dims.batch, a.dims.heads_kv, rows, box),
                   PSA_ERR_UNSUPPORTED, "fp8 attention: TMA cannot describe the 8-bit K / V of level %d", 1 << li);
   }
   return f16 ? launch<__half>(a, sp, stream) : launch<__nv_bfloat16>(a, sp, stream);

@@ -304,15 +304,7 @@ class CudaForward {
     at.scale = base.scale;
     at.q = q_use_;
     std::copy(q_use_stride_, q_use_stride_ + 4, at.q_stride);
-    const gpu::Fp8KvOut o = fp8_out();
-    for (int li = 0; li < 4; ++li) {
-      at.k8[li] = o.k8[li];
-      at.v8[li] = o.v8[li];
-    }
-    at.k_mean = o.k_mean;
-    at.k_scale = o.k_scale;
-    at.v_scale = o.v_scale;
-    at.v_smax = o.v_smax;
+    at.kv = fp8_out();
     at.wl_blocks = reinterpret_cast<const int32_t*>(ws_ + w_.wl_blocks);
     at.wl_count = reinterpret_cast<const int32_t*>(ws_ + w_.wl_count);
     at.out = base.out;
@@ -681,15 +673,15 @@ class CudaBackend final : public Backend {
     return PSA_OK;
   }
 
-  // Whether the 8-bit path runs this plan: the PSA route (not causal) and every 8-bit entry's
-  // own check (the device and build, head dim, blocks). Any refusal means the default precision.
+  // Whether the 8-bit path runs this plan: the PSA route and every 8-bit entry's own check (the
+  // device and build, head dim, blocks, causal). Any refusal means the default precision.
   static bool fp8_runs(const Plan& plan) {
     const Problem& pb = plan.problem;
-    if (!plan.route.psa() || plan.route.causal) return false;
+    if (!plan.route.psa()) return false;
     gpu::AttentionFp8Args a;
     a.dtype = pb.dtype;
     a.dims = problem_dims(plan);
-    const bool ok = gpu::attention_fp8_supported(a, false) == PSA_OK &&
+    const bool ok = gpu::attention_fp8_supported(a, plan.route.causal) == PSA_OK &&
                     gpu::pool_fp8_supported(pb.head_dim, plan.block_n) == PSA_OK;
     clear_error();  // a refusal here is a choice, not the caller's error
     return ok;
