@@ -5,8 +5,8 @@
 # real implementation is the eager SequenceParallel code (all_to_all, all_gather, libpsa).
 """Custom ops behind :class:`psa.distributed.SequenceParallel` under torch.compile.
 
-A SequenceParallel is named in the graph by an int handle (a constant of the traced
-graph, registered when the graph is traced); the ops look it up when they run. Both ops
+A SequenceParallel is named in the graph by an int handle (registered by its constructor,
+read as a constant when the graph is traced); the ops look it up when they run. Both ops
 return new contiguous tensors, as their fake (meta) implementations say."""
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ _NEXT = itertools.count(1)
 _BY_HANDLE: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
 
 
-def _handle_impl(sp: Any) -> int:
+def register(sp: Any) -> int:
+    """Gives `sp` its handle (``sp._psa_op_handle``), once; called by its constructor, eagerly:
+    a traced graph reads the handle as an int attribute of the object (a constant of the
+    graph, guarded), with no call that the tracer would have to evaluate."""
     with _LOCK:
         handle = getattr(sp, "_psa_op_handle", None)
         if handle is None:
@@ -34,10 +37,6 @@ def _handle_impl(sp: Any) -> int:
             sp._psa_op_handle = handle
             _BY_HANDLE[handle] = sp
         return int(handle)
-
-
-# Run when the graph is traced; the graph holds the result as a constant.
-handle_of: Any = torch.compiler.assume_constant_result(_handle_impl)
 
 
 def _lookup(handle: int) -> Any:
@@ -90,7 +89,7 @@ _sp_gather_op.register_fake(_sp_gather_fake)
 def attention(sp: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: str,
               step: Optional[int], head_offset: int, batch_offset: int) -> torch.Tensor:
     """``sp.attention`` as one node of a traced graph."""
-    out: torch.Tensor = torch.ops.psa.sp_attention(q, k, v, handle_of(sp), layout, step,
+    out: torch.Tensor = torch.ops.psa.sp_attention(q, k, v, sp._psa_op_handle, layout, step,
                                                    head_offset, batch_offset)
     return out
 
@@ -100,6 +99,6 @@ def gather_pieces(sp: Any, x: torch.Tensor, dim: int, lengths: List[int]) -> tor
     sp's group, as one node of a traced graph."""
     if dim < 0:
         dim += x.dim()
-    out: torch.Tensor = torch.ops.psa.sp_gather(x, handle_of(sp), dim,
+    out: torch.Tensor = torch.ops.psa.sp_gather(x, sp._psa_op_handle, dim,
                                                 [int(n) for n in lengths])
     return out

@@ -460,7 +460,8 @@ def _unwrap_scheduler(scheduler: Any) -> None:
 
 
 # ---- sequence parallelism -----------------------------------------------------------------
-_PARALLEL_KEYS = ("ulysses_degree", "ring_degree", "group", "ring_impl", "timeout")
+_PARALLEL_KEYS = ("ulysses_degree", "ring_degree", "group", "ring_impl", "ulysses_chunks",
+                  "timeout")
 
 
 def _parallel_args(parallel: Any) -> Dict[str, Any]:
@@ -683,8 +684,8 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
     parallel: runs the transformer sequence-parallel over torch.distributed (Wan and
         CogVideoX):
         a dict of :class:`psa.distributed.SequenceParallel` arguments (``ulysses_degree``,
-        ``ring_degree``, ``group``, ``ring_impl``, ``timeout``); every rank of the group
-        calls enable_psa and the transformer with the same inputs and gets the whole
+        ``ring_degree``, ``group``, ``ring_impl``, ``ulysses_chunks``, ``timeout``); every
+        rank of the group calls enable_psa and the transformer with the same inputs and gets the whole
         output, the one a single process gives (see :func:`psa.distributed.
         enable_sequence_parallel`).
 

@@ -25,7 +25,11 @@ two ranks; Ulysses pieces inside a ring shard are equal up to the last one.
 
 Ulysses: the ulysses group exchanges sequence pieces for head groups (all_to_all), runs
 libpsa on H / ulysses_degree heads with ``head_offset`` (the importance samples of the whole
-tensor's heads), and exchanges back.
+tensor's heads), and exchanges back. Without a ring the heads go in ``ulysses_chunks`` chunks
+(by default from the size, up to 4): chunk c is computed while the later chunks' inputs are still arriving and chunk
+c - 1's output is leaving. Besides the transfers a forward copies q, k, v once each (into
+their send buffers; libpsa reads what arrives in place, strided) and the output once (libpsa
+writes it into the buffer that is sent back; the copy puts the heads in order).
 
 Ring (``ring_impl="p2p"``, the default where it applies): the mask of a query block needs
 its importance against every key block of the sequence, so the ring group first
@@ -160,6 +164,11 @@ class SequenceParallel:
         and dense: K/V shards passed round the ring, results merged by LSE; psa builds its
         level map against the all-gathered K first) or "allgather" (any method: K and V
         gathered once per forward).
+    ulysses_chunks: with ring_degree 1, the heads of a rank's group are exchanged and
+        computed in this many chunks (fewer where the query and K/V heads do not divide), so
+        that the transfers overlap libpsa's work; 1: one exchange each way. None (default):
+        by size, one chunk per 1e10 query-key pairs of the rank's heads (heads x L^2), at
+        most 4 (Wan2.1-14B 720p on 2 ranks: 4; CogVideoX-5B: 1). The result is the same.
     timeout: seconds the agreement check waits for every rank.
     Constructing it is collective (it creates the ulysses and ring subgroups): every rank
     of the world must construct its SequenceParallel in the same order.
@@ -170,7 +179,7 @@ class SequenceParallel:
                  preset: Optional[str] = None, config: ConfigLike = None,
                  ulysses_degree: Optional[int] = None, ring_degree: int = 1,
                  group: Any = None, permute: bool = True, ring_impl: str = "auto",
-                 timeout: float = 60.0) -> None:
+                 ulysses_chunks: Optional[int] = None, timeout: float = 60.0) -> None:
         if not dist.is_available() or not dist.is_initialized():
             raise SequenceParallelError(
                 "psa.distributed: no default process group; call "
@@ -181,7 +190,8 @@ class SequenceParallel:
         me = dist.get_rank()
         if me not in ranks:
             raise SequenceParallelError("rank %d is not in the group %r" % (me, ranks))
-        for name, value in (("ring_degree", ring_degree), ("ulysses_degree", ulysses_degree)):
+        for name, value in (("ring_degree", ring_degree), ("ulysses_degree", ulysses_degree),
+                            ("ulysses_chunks", ulysses_chunks)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
                 raise SequenceParallelError("%s = %r: expected an int >= 1" % (name, value))
@@ -210,6 +220,7 @@ class SequenceParallel:
         self.ring_index, self.ulysses_index = divmod(self.index, U)
         self.permute = permute
         self.ring_impl = ring_impl
+        self.ulysses_chunks = ulysses_chunks
         self.timeout = float(timeout)
         # Subgroups: every rank creates every subgroup in the same order (new_group is
         # collective over the world); a later SequenceParallel of the same ranks and degrees
@@ -297,8 +308,12 @@ class SequenceParallel:
         self.block_m = int(self.config["block_size.m"])
         self._ring_contexts: Dict[Any, Any] = {}
         self.last_levels: Any = None
+        self.last_chunks = 1  # head chunks of the last Ulysses forward without a ring
         self._checked: Dict[Any, bool] = {}
         self._fingerprint = self._inner.fingerprint()
+        from . import _distributed_ops  # the handle torch.compile's graphs name it by
+
+        _distributed_ops.register(self)
 
     # ---- sequence layout -------------------------------------------------------------------
     def bounds(self, seq_len: Optional[int] = None) -> List[Tuple[int, int]]:
@@ -339,8 +354,11 @@ class SequenceParallel:
 
     # ---- agreement --------------------------------------------------------------------------
     def _check(self, key: Tuple[Any, ...], local_error: Optional[str]) -> None:
+        # key[-1] is this rank's device: only where the check's collective runs (each rank of a
+        # multi-GPU group has its own device index), not part of what the ranks agree on.
         text = repr((self._fingerprint, self.grid, self.text_length, self._position,
-                     self.ulysses_degree, self.ring_degree, self.permute, self.ring_impl, key))
+                     self.ulysses_degree, self.ring_degree, self.permute, self.ring_impl,
+                     self.ulysses_chunks, key[:-1]))
 
         def timed_out(detail: Optional[str]) -> Exception:
             if detail is None:
@@ -438,16 +456,17 @@ class SequenceParallel:
             bounds = self._bounds_no_grid(q.shape[1])
         r0 = self.ring_index * U
         piece_lengths = [b - a for a, b in bounds[r0:r0 + U]]
-        # 1. Ulysses: sequence pieces -> head groups (the ring shard of H/U heads).
-        if U > 1:
-            q, k, v = (_seq_to_heads(x, piece_lengths, U, self._ulysses_group)
-                       for x in (q, k, v))
         h0 = head_offset + self.ulysses_index * (H // U)
         cfg = self._inner.copy()
         if h0:
             cfg["head_offset"] = h0
         if batch_offset:
             cfg["batch_offset"] = batch_offset
+        if U > 1 and R == 1:
+            return self._ulysses(q, k, v, cfg, step, piece_lengths, h0)
+        # 1. Ulysses: sequence pieces -> head groups (the ring shard of H/U heads).
+        if U > 1:
+            q, k, v = _seq_to_heads_all((q, k, v), piece_lengths, U, self._ulysses_group)
         # 2. Ring: the queries of this ring shard against every key block.
         if R > 1:
             ring_lengths = [sum(b - a for a, b in bounds[r * U:(r + 1) * U]) for r in range(R)]
@@ -464,8 +483,52 @@ class SequenceParallel:
             out = _heads_to_seq(out, piece_lengths, U, self._ulysses_group)
         return out
 
+    def _ulysses(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Config,
+                 step: Optional[int], lengths: List[int], h0: int) -> torch.Tensor:
+        """Ulysses without a ring, in C head chunks (ulysses_chunks, as far as the query and
+        K/V heads of a group divide): every chunk's q, k, v exchanges are started at once;
+        chunk c is computed as soon as its exchanges arrive, while the later chunks' are
+        still on the wire, and its output leaves while chunk c + 1 is computed. libpsa reads
+        the received pieces in place and writes into the buffer that is sent back; each
+        chunk runs with its heads' head_offset, so every head is computed as by one process.
+        """
+        U, g = self.ulysses_degree, self._ulysses_group
+        B, _, H, D = q.shape
+        wanted = self.ulysses_chunks
+        if wanted is None:  # chunks of >= 1e10 query-key pairs, at most 4
+            wanted = max(1, min(4, (H // U) * sum(lengths) ** 2 // 10**10))
+        C = self.last_chunks = _head_chunks(wanted, H // U, k.shape[2] // U)
+        cap = max(lengths)
+        sends = [_send_buffer(x, cap, U, C) for x in (q, k, v)]
+        recvs = [torch.empty_like(x) for x in sends]
+        arrivals = [[dist.all_to_all_single(r[c], x[c], group=g, async_op=True)
+                     for r, x in zip(recvs, sends)] for c in range(C)]
+        h = H // (U * C)
+        out_send = q.new_empty(C, U, cap, B, h, v.shape[3])
+        out_recv = torch.empty_like(out_send)
+        departures = []
+        for c in range(C):
+            for work in arrivals[c]:
+                work.wait()
+            qc, kc, vc = (_pieces_as_sequence(r[c], lengths) for r in recvs)
+            if c:
+                cfg = cfg.copy()
+                cfg["head_offset"] = h0 + c * h
+            view = _sequence_view(out_send[c], lengths)
+            out = self._local(qc, kc, vc, cfg, step, out=view)
+            if view is None:
+                _into_pieces(out, out_send[c], lengths)
+            departures.append(dist.all_to_all_single(out_recv[c], out_send[c], group=g,
+                                                     async_op=True))
+        for work in departures:
+            work.wait()
+        n = lengths[self.ulysses_index]
+        # [chunk, source rank, position, B, h, D] -> [B, position, H = (rank, chunk, h), D]
+        return out_recv[:, :, :n].permute(3, 2, 1, 0, 4, 5).reshape(B, n, H, v.shape[3])
+
     def _local(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Config,
-               step: Optional[int], return_lse: bool = False) -> Any:
+               step: Optional[int], return_lse: bool = False,
+               out: Optional[torch.Tensor] = None) -> Any:
         full_grid = None
         if self.grid is not None and (k.shape[1] == self.seq_len):
             positions = {"none": 0, "first": 1, "last": 2}
@@ -476,7 +539,7 @@ class SequenceParallel:
             cfg["use_rearrange"] = False
         fingerprint = cfg.fingerprint()
         return _api._run(("attention", fingerprint, full_grid), lambda: cfg, q, k, v, "blhd",
-                         None, return_lse, None, step, full_grid)
+                         out, return_lse, None, step, full_grid)
 
     def _ring_p2p(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Config,
                   lengths: List[int], step: Optional[int]) -> torch.Tensor:
@@ -587,38 +650,106 @@ def _gather_pieces(x: torch.Tensor, dim: int, lengths: List[int], group: Any) ->
     return torch.cat([p.narrow(dim, 0, n) for p, n in zip(parts, lengths)], dim=dim)
 
 
+def _sequence_view(buf: torch.Tensor, lengths: List[int]) -> Optional[torch.Tensor]:
+    """[U, cap, B, h, D] pieces of an exchange (piece i: its first lengths[i] positions) as a
+    [B, sum(lengths), h, D] strided view, or None when they do not lie end to end (a piece
+    before the last one is short: only for tiny sequences)."""
+    U, cap, B, h, D = buf.shape
+    if any(n != cap for n in lengths[:-1]):
+        return None
+    return buf.view(U * cap, B, h, D)[:sum(lengths)].permute(1, 0, 2, 3)
+
+
+def _pieces_as_sequence(buf: torch.Tensor, lengths: List[int]) -> torch.Tensor:
+    """The [B, sum(lengths), h, D] sequence of the pieces in `buf` ([U, cap, B, h, D]): a view
+    (_sequence_view), else a copy."""
+    view = _sequence_view(buf, lengths)
+    if view is not None:
+        return view
+    return torch.cat([buf[i, :n] for i, n in enumerate(lengths)], dim=0).permute(1, 0, 2, 3)
+
+
+def _head_chunks(wanted: int, heads: int, kv_heads: int) -> int:
+    """The largest chunk count <= wanted that divides a rank's query heads and K/V heads."""
+    for c in range(min(wanted, kv_heads), 0, -1):
+        if heads % c == 0 and kv_heads % c == 0:
+            return c
+    return 1
+
+
+def _send_buffer(x: torch.Tensor, cap: int, U: int, C: int) -> torch.Tensor:
+    """A rank's sequence piece x ([B, n, H, D]) copied into the send buffer of a Ulysses
+    exchange, [C, U, cap, B, H/(U C), D]: head chunk, destination rank (its head group),
+    position, batch. What rank i receives from every rank, [U, cap, B, h, D] per chunk, is
+    then the sequence piece after piece, readable in place (_sequence_view)."""
+    B, n, H, D = x.shape
+    h = H // (U * C)
+    send = x.new_empty(C, U, cap, B, h, D)
+    send[:, :, :n].copy_(x.unflatten(2, (U, C, h)).permute(3, 2, 1, 0, 4, 5))
+    return send
+
+
+def _seq_to_heads_all(xs: Sequence[torch.Tensor], lengths: List[int], U: int,
+                      group: Any) -> List[torch.Tensor]:
+    """[B, n_me, H, D] sequence pieces -> [B, sum(lengths), H/U, D] each (all_to_all): one
+    copy into the send buffer, the result a strided view of the receive buffer. The exchanges
+    run asynchronously one after the other (the next copy overlaps the previous transfer)."""
+    pending = []
+    for x in xs:
+        send = _send_buffer(x, max(lengths), U, 1)[0]
+        recv = torch.empty_like(send)
+        pending.append((recv, dist.all_to_all_single(recv, send, group=group, async_op=True)))
+    out = []
+    for recv, work in pending:
+        work.wait()
+        out.append(_pieces_as_sequence(recv, lengths))
+    return out
+
+
 def _seq_to_heads(x: torch.Tensor, lengths: List[int], U: int, group: Any) -> torch.Tensor:
     """[B, n_me, H, D] sequence piece -> [B, sum(lengths), H/U, D] (all_to_all)."""
-    B, _, H, D = x.shape
-    cap = max(lengths)
-    x = _pad_seq(x, cap)
-    send = x.reshape(B, cap, U, H // U, D).permute(2, 0, 1, 3, 4).contiguous()
-    recv = torch.empty_like(send)
-    dist.all_to_all_single(recv, send, group=group)
-    return torch.cat([recv[i, :, :n] for i, n in enumerate(lengths)], dim=1)
+    return _seq_to_heads_all([x], lengths, U, group)[0]
 
 
-def _heads_to_seq(x: torch.Tensor, lengths: List[int], U: int, group: Any) -> torch.Tensor:
-    """Inverse of _seq_to_heads: [B, sum(lengths), H/U, D] -> [B, n_me, H, D]."""
-    B, _, Hu, D = x.shape
-    cap = max(lengths)
-    pieces, start = [], 0
-    for n in lengths:
-        pieces.append(_pad_seq(x.narrow(1, start, n), cap))
+def _heads_buffer(like: torch.Tensor, lengths: List[int],
+                  U: int) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """(send buffer [U, cap, B, h, D] of _heads_to_seq, its [B, sum(lengths), h, D] view to
+    compute the output into, or None: _sequence_view); `like`: a [B, L, h, D] tensor."""
+    B, _, h, D = like.shape
+    send = like.new_empty(U, max(lengths), B, h, D)
+    return send, _sequence_view(send, lengths)
+
+
+def _into_pieces(x: torch.Tensor, send: torch.Tensor, lengths: List[int]) -> None:
+    """Copies the [B, sum(lengths), h, D] sequence x into the pieces of `send` ([U, cap, B, h,
+    D])."""
+    start = 0
+    for i, n in enumerate(lengths):
+        send[i, :n].copy_(x.narrow(1, start, n).transpose(0, 1))
         start += n
-    send = torch.stack(pieces).contiguous()  # [U, B, cap, H/U, D]
+
+
+def _heads_to_seq(x: torch.Tensor, lengths: List[int], U: int, group: Any,
+                  send: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Inverse of _seq_to_heads: [B, sum(lengths), H/U, D] -> [B, n_me, H, D] (all_to_all).
+    send: the _heads_buffer that x is a view of (sent as it is), else x is copied into one."""
+    B, _, Hu, D = x.shape
+    if send is None:
+        send = _heads_buffer(x, lengths, U)[0]
+        _into_pieces(x, send, lengths)
     recv = torch.empty_like(send)
     dist.all_to_all_single(recv, send, group=group)
-    me = dist.get_rank(group)
-    out = recv.permute(1, 2, 0, 3, 4).reshape(B, cap, U * Hu, D)
-    return out.narrow(1, 0, lengths[me]).contiguous()
+    n = lengths[dist.get_rank(group)]
+    # [source rank, position, B, h, D] -> [B, position, source rank x h = H, D]: one copy.
+    return recv[:, :n].permute(2, 1, 0, 3, 4).reshape(B, n, U * Hu, D)
 
 
 # ---- diffusers -----------------------------------------------------------------------------
 def enable_sequence_parallel(target: Any, ulysses_degree: Optional[int] = None,
                              ring_degree: int = 1, *, model: Optional[str] = None,
                              preset: Optional[str] = None, group: Any = None,
-                             ring_impl: str = "auto", timeout: float = 60.0,
+                             ring_impl: str = "auto", ulysses_chunks: Optional[int] = None,
+                             timeout: float = 60.0,
                              step_source: str = "auto", **overrides: Any) -> None:
     """One call for a diffusers Wan or CogVideoX pipeline (or WanTransformer3DModel /
     CogVideoXTransformer3DModel): PSA self-attention
@@ -637,5 +768,6 @@ def enable_sequence_parallel(target: Any, ulysses_degree: Optional[int] = None,
     psa_diffusers.enable_psa(target, model, preset, step_source=step_source,
                              parallel={"ulysses_degree": ulysses_degree,
                                        "ring_degree": ring_degree, "group": group,
-                                       "ring_impl": ring_impl, "timeout": timeout},
+                                       "ring_impl": ring_impl,
+                                       "ulysses_chunks": ulysses_chunks, "timeout": timeout},
                              **overrides)

@@ -32,7 +32,8 @@ CASES = {
     "wan_ring2_uneven": (2, dict(ring_degree=2), (3, 32, 40), torch.float32, False),
     "wan_ulysses2_token_timestep": (2, dict(ulysses_degree=2), (4, 32, 32), torch.float32,
                                     True),
-    "wan_ulysses2_bf16": (2, dict(ulysses_degree=2), (4, 32, 32), torch.bfloat16, False),
+    "wan_ulysses2_bf16": (2, dict(ulysses_degree=2, ulysses_chunks=2), (4, 32, 32),
+                          torch.bfloat16, False),
     "wan_i2v_ring2": (2, dict(ring_degree=2), (4, 32, 32), torch.float32, False),
     # CogVideoX: 226 text tokens first, RoPE; psa_balanced keeps the model order (text
     # first), "gilbert": use_rearrange on (the Gilbert order moves the text last)

@@ -35,6 +35,14 @@ CASES = {
                                (1, 2, 2, 64, (4, 8, 24), 40)),
     "ring2_cogvideo_text": (2, dict(COG, ring_degree=2), (1, 2, 2, 64, (4, 8, 24), 40)),
     "ulysses2_gqa": (2, dict(WAN, ulysses_degree=2), (1, 4, 2, 64, (4, 8, 32), 0)),
+    # batch 2 (the exchanged pieces are strided views), 651 tokens: pieces of 326 and 325
+    "ulysses2_batch2_uneven_gqa": (2, dict(WAN, ulysses_degree=2),
+                                   (2, 4, 2, 64, (3, 7, 31), 0)),
+    # heads exchanged and computed in chunks (2 query + 1 K/V head per chunk and rank)
+    "ulysses2_chunks2_gqa": (2, dict(WAN, ulysses_degree=2, ulysses_chunks=2),
+                             (1, 8, 4, 64, (4, 8, 32), 0)),
+    "ulysses2_chunks2_batch2_text": (2, dict(COG, ulysses_degree=2, ulysses_chunks=2),
+                                     (2, 4, 4, 64, (3, 7, 24), 40)),
     "ring2_gqa": (2, dict(WAN, ring_degree=2), (1, 4, 2, 64, (4, 8, 32), 0)),
     "ulysses2_natural_order": (2, dict(WAN, ulysses_degree=2, permute=False),
                                (1, 4, 4, 64, (4, 8, 32), 0)),
@@ -45,6 +53,7 @@ CASES = {
     "ring2_dense_p2p": (2, dict(model="Wan2.1_1.3b", config={"type": "dense"}, ring_degree=2,
                                 ring_impl="p2p"), (1, 2, 2, 64, (3, 10, 30), 0)),
     "cfg2_batch_offset": (2, None, (2, 4, 4, 64, (4, 8, 32), 0)),
+    "ulysses2_own_device_index": (2, dict(WAN, ulysses_degree=2), (1, 4, 4, 64, (4, 8, 32), 0)),
     "bad_heads": (2, dict(WAN, ulysses_degree=2), (1, 3, 3, 64, (4, 8, 32), 0)),
     "bad_ring_blocks": (2, dict(WAN, ring_degree=2), (1, 2, 2, 64, (1, 4, 16), 0)),
     "bad_disagree": (2, dict(WAN, ulysses_degree=2), (1, 4, 4, 64, (4, 8, 32), 0)),
@@ -85,6 +94,14 @@ def run_case(name, rank, world):
                              batch_offset=rank)
         return {"rel_l2": rel_l2(mine, ref[rank:rank + 1]),
                 "exact": bool(torch.equal(mine, ref[rank:rank + 1]))}
+    if name == "ulysses2_own_device_index":
+        # Each rank of an NCCL group computes on its own GPU (cuda:0, cuda:1): the agreement
+        # check must compare what the ranks share (shapes, dtype, device type), not the index
+        # of the rank's device. (Emulated with per-rank CPU device indices under gloo.)
+        sp = psd.SequenceParallel(grid=grid, timeout=20, **kwargs)
+        key = (B, H, D, Hkv, str(q.dtype), "cpu", None, 0, torch.device("cpu", rank))
+        sp._check(key, None)  # raises SequenceParallelError when the ranks disagree
+        return {"rel_l2": 0.0, "exact": True}
     model_kwargs = {key: kwargs[key] for key in ("model", "preset", "config") if key in kwargs}
     text_kwargs = dict(text_length=text) if text else {}
     ref = psa.attention(q, k, v, grid=grid, layout="blhd", **text_kwargs, **model_kwargs)

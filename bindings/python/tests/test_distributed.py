@@ -92,8 +92,10 @@ def test_four_ranks_equal_single_process(name):
 @needs_torch
 def test_ulysses_is_bit_exact():
     """Ulysses, Gilbert order permuted outside libpsa: the same floats as one process."""
-    for res in _launch(2)["ulysses2_wan_gilbert"]:
-        assert res["exact"], res
+    for name in ("ulysses2_wan_gilbert", "ulysses2_chunks2_gqa", "ulysses2_chunks2_batch2_text",
+                 "ulysses2_batch2_uneven_gqa"):
+        for res in _launch(2)[name]:
+            assert res["exact"], (name, res)
 
 
 @needs_torch
@@ -139,3 +141,40 @@ def test_shard_bounds_hold_whole_query_blocks():
     assert b == [(0, 256), (256, 512), (512, 768), (768, 1024)]
     with pytest.raises(psd.SequenceParallelError, match="ring_degree = 4"):
         psd.shard_bounds(200, 1, 4, 128)
+
+
+@needs_torch
+@pytest.mark.parametrize("lengths", [[3, 3, 3, 2], [3, 3, 3, 0], [2, 2, 1, 0], [4]])
+def test_ulysses_pieces_read_in_place_or_copied(lengths):
+    """What an all_to_all delivers, [U, cap, B, h, D] with piece i in its first lengths[i]
+    positions, read as the [B, sum(lengths), h, D] sequence: a view of the buffer when the
+    pieces lie end to end (every piece but the last full), else a copy; the same values."""
+    import torch
+    import psa.distributed as psd
+
+    U, cap, B, h, D = len(lengths), max(lengths), 2, 3, 4
+    buf = torch.randn(U, cap, B, h, D)
+    seq = psd._pieces_as_sequence(buf, lengths)
+    expect = torch.cat([buf[i, :n].permute(1, 0, 2, 3) for i, n in enumerate(lengths)], dim=1)
+    assert seq.shape == (B, sum(lengths), h, D)
+    assert torch.equal(seq, expect)
+    flat = all(n == cap for n in lengths[:-1])
+    assert (seq.data_ptr() == buf.data_ptr()) == flat
+    send, view = psd._heads_buffer(seq, lengths, U)
+    assert send.shape == (U, cap, B, h, D)
+    if flat:  # the output written through the view lands where _heads_to_seq sends it from
+        view.copy_(expect)
+        assert torch.equal(psd._pieces_as_sequence(send, lengths), expect)
+    else:
+        assert view is None
+
+
+@needs_torch
+def test_ulysses_head_chunks_divide_query_and_kv_heads():
+    import psa.distributed as psd
+
+    assert psd._head_chunks(2, 20, 20) == 2   # Wan2.1-14B on 2 ranks
+    assert psd._head_chunks(4, 6, 3) == 3     # GQA: bounded by the K/V heads
+    assert psd._head_chunks(2, 4, 1) == 1     # one K/V head per rank: no chunks
+    assert psd._head_chunks(2, 3, 3) == 1     # odd head count
+    assert psd._head_chunks(1, 24, 24) == 1
