@@ -312,7 +312,7 @@ def bench_shape(key, args, device, dtype, world, rank):
     one_dense = row("dense", "1 GPU", t(lambda: sdpa(q, k, v)))
 
     runs = [("ulysses", c) for c in args.chunks if "ulysses" in args.modes]
-    runs += [("ring", None)] if "ring" in args.modes else []
+    runs += [("ring", 1)] if "ring" in args.modes else []
     for mode, chunks in runs:
         if mode == "ulysses":
             sp = psd.SequenceParallel(grid=grid, config=cfg, ulysses_degree=world, ring_degree=1,
@@ -322,7 +322,7 @@ def bench_shape(key, args, device, dtype, world, rank):
                                       **text_kw)
         name = "%s %d" % (mode, world)
         if mode == "ulysses" and len(args.chunks) > 1:
-            name += ", %s chunk%s" % (chunks or "auto", "s" if chunks != 1 else "")
+            name += ", %d chunk%s" % (chunks, "s" if chunks != 1 else "")
         ql, kl, vl = (sp.shard(x, dim=1) for x in (q, k, v))
         ref_l, dense_l = sp.shard(ref, dim=1), sp.shard(dense_ref, dim=1)
         # PSA: check (rows and levels), then time.
@@ -407,9 +407,8 @@ def main():
                     help="comma separated: %s" % ", ".join(SHAPES))
     ap.add_argument("--modes", default="ulysses,ring", help="ulysses, ring or both")
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    ap.add_argument("--chunks", default="auto",
-                    help="ulysses_chunks of the PSA Ulysses rows, comma separated (e.g. 1,2,4; "
-                    "auto: psa.distributed's choice)")
+    ap.add_argument("--chunks", default="1",
+                    help="ulysses_chunks of the PSA Ulysses rows, comma separated (e.g. 1,2,4)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
@@ -420,10 +419,10 @@ def main():
     args = ap.parse_args()
     args.modes = [m for m in args.modes.split(",") if m]
     try:
-        args.chunks = [None if c == "auto" else int(c) for c in args.chunks.split(",") if c]
+        args.chunks = [int(c) for c in args.chunks.split(",") if c]
     except ValueError:
-        ap.error("--chunks: %r: expected ints >= 1 or auto, comma separated" % args.chunks)
-    if not args.chunks or min(c or 1 for c in args.chunks) < 1:
+        ap.error("--chunks: %r: expected ints >= 1, comma separated" % args.chunks)
+    if not args.chunks or min(args.chunks) < 1:
         ap.error("--chunks: %r: expected ints >= 1, comma separated" % args.chunks)
     shapes = [x for x in args.shapes.split(",") if x]
     for x in shapes:
