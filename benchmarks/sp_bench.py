@@ -407,7 +407,7 @@ def main():
                     help="comma separated: %s" % ", ".join(SHAPES))
     ap.add_argument("--modes", default="ulysses,ring", help="ulysses, ring or both")
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    ap.add_argument("--chunks", default="1",
+    ap.add_argument("--chunks", default="2",
                     help="ulysses_chunks of the PSA Ulysses rows, comma separated (e.g. 1,2,4)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)

@@ -25,8 +25,8 @@ two ranks; Ulysses pieces inside a ring shard are equal up to the last one.
 
 Ulysses: the ulysses group exchanges sequence pieces for head groups (all_to_all), runs
 libpsa on H / ulysses_degree heads with ``head_offset`` (the importance samples of the whole
-tensor's heads), and exchanges back. Without a ring the heads may go in ``ulysses_chunks``
-chunks (default 1): chunk c is computed while the later chunks' inputs are still arriving and chunk
+tensor's heads), and exchanges back. Without a ring the heads go in ``ulysses_chunks`` chunks
+(default 2): chunk c is computed while the later chunks' inputs are still arriving and chunk
 c - 1's output is leaving. Besides the transfers a forward copies q, k, v once each (into
 their send buffers; libpsa reads what arrives in place, strided) and the output once (libpsa
 writes it into the buffer that is sent back; the copy puts the heads in order).
@@ -166,10 +166,11 @@ class SequenceParallel:
         gathered once per forward).
     ulysses_chunks: with ring_degree 1, the heads of a rank's group are exchanged and
         computed in this many chunks (fewer where the query and K/V heads do not divide), so
-        that the transfers can overlap libpsa's work; 1 (default): one exchange each way.
-        The result is the same. On two H200s (BENCHMARKS.md) more chunks did not pay
-        dependably: libpsa's persistent attention kernel holds every SM, and NCCL's
-        transfer kernels wait for it.
+        that the transfers can overlap libpsa's work (default 2); 1: one exchange each way.
+        The result is the same. On two H200s (BENCHMARKS.md) 2 chunks were 2-5% faster than
+        1 at Wan2.1-14B 720p and even at CogVideoX-5B; 4 chunks were no faster at Wan2.1-14B
+        and 25% slower at CogVideoX-5B (libpsa's persistent attention kernel holds every
+        SM, so NCCL's transfer kernels mostly wait for it).
     timeout: seconds the agreement check waits for every rank.
     Constructing it is collective (it creates the ulysses and ring subgroups): every rank
     of the world must construct its SequenceParallel in the same order.
@@ -180,7 +181,7 @@ class SequenceParallel:
                  preset: Optional[str] = None, config: ConfigLike = None,
                  ulysses_degree: Optional[int] = None, ring_degree: int = 1,
                  group: Any = None, permute: bool = True, ring_impl: str = "auto",
-                 ulysses_chunks: int = 1, timeout: float = 60.0) -> None:
+                 ulysses_chunks: int = 2, timeout: float = 60.0) -> None:
         if not dist.is_available() or not dist.is_initialized():
             raise SequenceParallelError(
                 "psa.distributed: no default process group; call "
@@ -746,7 +747,7 @@ def _heads_to_seq(x: torch.Tensor, lengths: List[int], U: int, group: Any,
 def enable_sequence_parallel(target: Any, ulysses_degree: Optional[int] = None,
                              ring_degree: int = 1, *, model: Optional[str] = None,
                              preset: Optional[str] = None, group: Any = None,
-                             ring_impl: str = "auto", ulysses_chunks: int = 1,
+                             ring_impl: str = "auto", ulysses_chunks: int = 2,
                              timeout: float = 60.0,
                              step_source: str = "auto", **overrides: Any) -> None:
     """One call for a diffusers Wan or CogVideoX pipeline (or WanTransformer3DModel /
