@@ -353,6 +353,20 @@ def bench_shape(key, args, device, dtype, world, rank):
     return rows
 
 
+def init_ranks(device_arg):
+    """init_process_group for this torchrun rank: NCCL with one GPU per rank (LOCAL_RANK) and
+    bf16 where CUDA is asked for or found ("auto"), else gloo and fp32. Returns (device,
+    dtype)."""
+    cuda = device_arg == "cuda" or (device_arg == "auto" and torch.cuda.is_available())
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        device = torch.device("cuda", torch.cuda.current_device())
+        dist.init_process_group("nccl", device_id=device)
+        return device, torch.bfloat16
+    dist.init_process_group("gloo")
+    return torch.device("cpu"), torch.float32
+
+
 def log(msg):
     if dist.get_rank() == 0:
         print(msg, file=sys.stderr, flush=True)
@@ -432,16 +446,9 @@ def main():
         if m not in ("ulysses", "ring"):
             ap.error("--modes: %r is not ulysses or ring" % m)
 
-    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    if cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    if cuda:  # one GPU per rank (LOCAL_RANK), named to NCCL
-        dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
-    else:
-        dist.init_process_group("gloo")
+    device, dtype = init_ranks(args.device)
+    cuda = device.type == "cuda"
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
-    dtype = torch.bfloat16 if cuda else torch.float32
     budget = args.budget if args.budget is not None else (1e-2 if cuda else 1e-5)
     env = environment(device, world, args.commit)
     rows = []

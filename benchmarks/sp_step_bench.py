@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -37,48 +36,12 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import diffusers_step_bench as db  # noqa: E402  (the model, inputs and step of the 1-GPU bench)
+import sp_bench  # noqa: E402  (ranks, timing and the worst-rank reductions)
 
 
 def log(msg):
     if dist.get_rank() == 0:
         print("[sp-step %6.1fs] %s" % (time.time() - db.T0, msg), file=sys.stderr, flush=True)
-
-
-def timed_steps(step, device, warmup, steps):
-    """(median of the slowest rank's ms per step, the output of the last warm-up step)."""
-    out = None
-    for _ in range(warmup):
-        out = step()
-    times = []
-    for _ in range(steps):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        dist.barrier()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            step()
-            e1.record()
-            e1.synchronize()
-            times.append(e0.elapsed_time(e1))
-        else:
-            t = time.perf_counter()
-            step()
-            times.append((time.perf_counter() - t) * 1e3)
-    worst = torch.tensor(times, dtype=torch.float64,
-                         device=device if dist.get_backend() == "nccl" else "cpu")
-    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
-    return statistics.median(worst.tolist()), out
-
-
-def rel_l2(a, b, device):
-    a, b = a.float(), b.float()
-    err = float((a - b).norm()) / max(float(b.norm()), 1e-30)
-    t = torch.tensor([err], dtype=torch.float64,
-                     device=device if dist.get_backend() == "nccl" else "cpu")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t)
 
 
 def main():
@@ -91,7 +54,7 @@ def main():
     ap.add_argument("--modes", default="ulysses", help="ulysses, ring or both")
     ap.add_argument("--sdpa", default=None, choices=("cudnn", "flash", "efficient", "math",
                                                      "auto"), help="default: cudnn on CUDA")
-    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=1, help="untimed steps (>= 1)")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, metavar="FILE")
@@ -102,17 +65,17 @@ def main():
     for m in modes:
         if m not in ("ulysses", "ring"):
             ap.error("--modes: %r is not ulysses or ring" % m)
+    if args.warmup < 1:
+        ap.error("--warmup: %d: at least 1 (its output is the one compared)" % args.warmup)
 
-    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    if cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    if cuda:  # one GPU per rank (LOCAL_RANK), named to NCCL
-        dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
-    else:
-        dist.init_process_group("gloo")
+    device, dtype = sp_bench.init_ranks(args.device)
+    cuda = device.type == "cuda"
     world = dist.get_world_size()
-    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
-    dtype = torch.bfloat16 if cuda else torch.float32
+
+    def timed_steps(step):
+        """(median of the slowest rank's ms per step, the output of a warm-up step)."""
+        out = step()
+        return sp_bench.timed(step, device, args.warmup - 1, args.steps), out
     if args.sdpa is None:
         args.sdpa = "cudnn" if cuda else "auto"
 
@@ -146,7 +109,8 @@ def main():
             refs[cfg] = (out, ms)
         else:
             ref, one_ms = refs[cfg]
-            row.update(rel_l2_vs_one_gpu=rel_l2(out, ref, device), speedup=one_ms / ms,
+            err = sp_bench.worst_over_ranks(sp_bench.rel_l2(out, ref), device)
+            row.update(rel_l2_vs_one_gpu=err, speedup=one_ms / ms,
                        efficiency=one_ms / (world * ms))
         row.update(extra or {})
         rows.append(row)
@@ -161,14 +125,14 @@ def main():
             psa.clear_cache()
             if cfg == "dense":
                 with db.sdpa_context(args.sdpa):
-                    ms, out = timed_steps(step, device, args.warmup, args.steps)
+                    ms, out = timed_steps(step)
                 record(cfg, "1 GPU", ms, out)
                 continue
             preset, overrides = db.psa_settings(cfg)
             pd.enable_psa(model, model=psa_model, preset=preset, step_source="manual",
                           **overrides)
             pd.set_step(model, int(pd.stats(model)[0]["warmup_steps"]))
-            ms, out = timed_steps(step, device, args.warmup, args.steps)
+            ms, out = timed_steps(step)
             record(cfg, "1 GPU", ms, out)
         pd.disable_psa(model)
         # PSA, sequence-parallel (psa.distributed).
@@ -183,7 +147,7 @@ def main():
                 psd.enable_sequence_parallel(model, model=psa_model, preset=preset,
                                              step_source="manual", **degrees, **overrides)
                 pd.set_step(model, int(pd.stats(model)[0]["warmup_steps"]))
-                ms, out = timed_steps(step, device, args.warmup, args.steps)
+                ms, out = timed_steps(step)
                 record(cfg, "%s %d" % (mode, world), ms, out)
                 pd.disable_psa(model)
         # Dense, sequence-parallel: diffusers' context parallelism (once: it cannot be undone;
@@ -195,7 +159,7 @@ def main():
 
             model.set_attention_backend("_native_cudnn" if cuda else "native")
             model.enable_parallelism(config=ContextParallelConfig(ulysses_degree=world))
-            ms, out = timed_steps(step, device, args.warmup, args.steps)
+            ms, out = timed_steps(step)
             record("dense", "ulysses %d" % world, ms, out,
                    extra=dict(how="diffusers enable_parallelism, backend %s"
                               % ("_native_cudnn" if cuda else "native")))
