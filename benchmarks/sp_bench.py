@@ -20,8 +20,9 @@ about 0.15 whatever the inputs.
 Modes (world W ranks): "1 GPU" (every rank runs the whole problem on its own GPU; the times are
 the slowest rank's), "ulysses W" (all_to_all from sequence shards to head groups and back; PSA
 in --chunks head chunks, the exchanges overlapping libpsa's work) and
-"ring W" (PSA: psa.distributed's p2p ring -- K all-gathered for the level map, K/V shards passed
-round the ring, partial results merged by their log-sum-exps; dense: the same shard passing with
+"ring W" (PSA, --ring-impls: psa.distributed's p2p ring -- K all-gathered for the level map, K/V
+shards passed round the ring, partial results merged by their log-sum-exps -- and its allgather
+ring -- K and V all-gathered, one forward of the rank's query shard; dense: shards passed with
 cuDNN SDPA returning its log-sum-exp, merged by psa.merge_attention).
 
 Checks (every rank): the rank's output rows against the same rows of the one-GPU forward (relative
@@ -33,8 +34,8 @@ Times: CUDA events around each call, after a device synchronisation and a barrie
 rank's time per call, median of --iters calls after --warmup. "comm" is the communication of
 the mode alone (the same collectives on tensors of the same sizes, timed the same way): Ulysses
 4 all_to_alls (q, k, v there, the output back), ring (PSA) the K all-gather plus W-1 K/V shard
-passes, ring (dense) the W-1 passes; in the ring the passes overlap the shard attentions, so the
-total is less than comm + compute. Efficiency = one-GPU time / (W x parallel time).
+passes (allgather: K and V all-gathered), ring (dense) the W-1 passes; in the p2p rings the
+passes overlap the shard attentions, so the total is less than comm + compute. Efficiency = one-GPU time / (W x parallel time).
 
 Output: a Markdown table on rank 0 (stdout) and, with --json FILE, the whole record (date, GPUs,
 driver, torch / CUDA / cuDNN / NCCL / libpsa versions, git commit, rows). Exit status 1 when a
@@ -311,35 +312,44 @@ def bench_shape(key, args, device, dtype, world, rank):
     one_psa = row("psa", "1 GPU", t(psa_one), counts=ref_counts)
     one_dense = row("dense", "1 GPU", t(lambda: sdpa(q, k, v)))
 
-    runs = [("ulysses", c) for c in args.chunks if "ulysses" in args.modes]
-    runs += [("ring", 1)] if "ring" in args.modes else []
-    for mode, chunks in runs:
+    runs = [("ulysses", c) for c in args.chunks] if "ulysses" in args.modes else []
+    runs += [("ring", impl) for impl in args.ring_impls] if "ring" in args.modes else []
+    for mode, variant in runs:
+        first = variant == (args.chunks if mode == "ulysses" else args.ring_impls)[0]
         if mode == "ulysses":
             sp = psd.SequenceParallel(grid=grid, config=cfg, ulysses_degree=world, ring_degree=1,
-                                      ulysses_chunks=chunks, **text_kw)
+                                      ulysses_chunks=variant, **text_kw)
         else:
             sp = psd.SequenceParallel(grid=grid, config=cfg, ulysses_degree=1, ring_degree=world,
-                                      **text_kw)
+                                      ring_impl=variant, **text_kw)
         name = "%s %d" % (mode, world)
         if mode == "ulysses" and len(args.chunks) > 1:
-            name += ", %d chunk%s" % (chunks, "s" if chunks != 1 else "")
+            name += ", %d chunk%s" % (variant, "s" if variant != 1 else "")
+        if mode == "ring" and len(args.ring_impls) > 1:
+            name += ", %s" % variant
         ql, kl, vl = (sp.shard(x, dim=1) for x in (q, k, v))
         ref_l, dense_l = sp.shard(ref, dim=1), sp.shard(dense_ref, dim=1)
         # PSA: check (rows and levels), then time.
         with LevelRecorder() as rec:
             out = sp.attention(ql, kl, vl)
             sync(device)
-        mine = counts_of(sp.last_levels) if mode == "ring" else rec.last
+        p2p = mode == "ring" and sp.ring_impl == "p2p"
+        mine = counts_of(sp.last_levels) if p2p else rec.last
         counts = summed_over_ranks(mine, device)
         err = worst_over_ranks(rel_l2(out, ref_l), device)
         ms = t(lambda: sp.attention(ql, kl, vl))
-        comm = t(lambda: comm_ulysses(sp, ql, kl, vl, True) if mode == "ulysses"
-                 else comm_ring(sp, kl, vl, gather_k=True))
+        if mode == "ulysses":
+            comm = t(lambda: comm_ulysses(sp, ql, kl, vl, True))
+        elif p2p:
+            comm = t(lambda: comm_ring(sp, kl, vl, gather_k=True))
+        else:
+            comm = t(lambda: [psd._gather_pieces(x, 1, ring_lengths(sp), sp._ring_group)
+                              for x in (kl, vl)])
         row("psa", name, ms, comm, err, counts,
             dict(efficiency=one_psa["ms"] / (world * ms), ring_impl=sp.ring_impl,
                  ulysses_chunks=sp.last_chunks if mode == "ulysses" else None))
-        if mode == "ulysses" and chunks != args.chunks[0]:
-            continue  # dense (one exchange each way) once per mode
+        if not first:
+            continue  # dense once per mode (Ulysses: one exchange each way; ring: shards passed)
         name = "%s %d" % (mode, world)
         # Dense (cuDNN SDPA) under the same split.
         dense_fn = (lambda: dense_ulysses(sp, ql, kl, vl)) if mode == "ulysses" else (
@@ -423,6 +433,8 @@ def main():
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     ap.add_argument("--chunks", default="2",
                     help="ulysses_chunks of the PSA Ulysses rows, comma separated (e.g. 1,2,4)")
+    ap.add_argument("--ring-impls", default="p2p,allgather",
+                    help="ring_impl of the PSA ring rows, comma separated (p2p, allgather)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
@@ -438,6 +450,9 @@ def main():
         ap.error("--chunks: %r: expected ints >= 1, comma separated" % args.chunks)
     if not args.chunks or min(args.chunks) < 1:
         ap.error("--chunks: %r: expected ints >= 1, comma separated" % args.chunks)
+    args.ring_impls = [x for x in args.ring_impls.split(",") if x]
+    if not args.ring_impls or any(x not in ("p2p", "allgather") for x in args.ring_impls):
+        ap.error("--ring-impls: %r: expected p2p and/or allgather" % ",".join(args.ring_impls))
     shapes = [x for x in args.shapes.split(",") if x]
     for x in shapes:
         if x not in SHAPES:

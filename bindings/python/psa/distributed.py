@@ -31,29 +31,32 @@ c - 1's output is leaving. Besides the transfers a forward copies q, k, v once e
 their send buffers; libpsa reads what arrives in place, strided) and the output once (libpsa
 writes it into the buffer that is sent back; the copy puts the heads in order).
 
-Ring (``ring_impl="p2p"``, the default where it applies): the mask of a query block needs
-its importance against every key block of the sequence, so the ring group first
-all-gathers K only (not V) and each rank builds the level map of its query shard against
-every key block (:meth:`psa.Context.compute_level_map`: the same ranking, levels, text
-rules and similarity cap as one process), then drops the gathered K. The K/V shards then
-travel round the ring (batch_isend_irecv; on GPUs the next shard's transfer overlaps the
-current shard's attention), each shard is attended at its columns of the map with pyramids
-pooled from the shard itself (:meth:`psa.Context.shard_attention`), and the partial results
-are merged through their float32 log-sum-exps (:func:`psa.merge_attention`). Memory per
-rank: the whole K for the map (L * Hkv/U * D elements, transient) plus two K/V shards
-(4 * L/R * Hkv/U * D), against 2 * L * Hkv/U * D for the all-gather of K and V; traffic:
-the K all-gather ((R-1)/R * L * Hkv/U * D) plus R-1 shard passes of K and V (2 * (R-1)/R *
-L * Hkv/U * D), i.e. 1.5x the all-gather ring's volume, in exchange for never holding the
-whole V. (The importance reads only block_size.n / sample_divisor sampled keys of each
-block, a quarter with the default divisor 4, but the similarity cap compares every token
-of neighbouring key blocks; the whole K keeps the map equal to the single-process one for
-every preset.) Key shards start at key block boundaries, so ring shards of whole query
-blocks need block_size.m to be a multiple of block_size.n. ``ring_impl="allgather"`` keeps
-the previous ring: K and V all-gathered once per forward, each rank's query shard against
-the whole K/V (bit-exact with one process; the only ring for ada_bsa and for block sizes
-where p2p does not apply). The p2p ring runs on CPU and CUDA tensors alike (the CUDA
-backend enqueues the level map and the shard attentions on the tensors' stream). The dense
-method's p2p ring passes shards and merges the same way, without a map.
+Ring, ``ring_impl="allgather"`` (the default up to ring_degree 4, and the only ring for
+ada_bsa and for block sizes where p2p does not apply): K and V are all-gathered once per
+forward and each rank runs its query shard against the whole K/V, bit-exact with one
+process. ``ring_impl="p2p"`` (the default from ring_degree 5 on, for types psa and dense):
+the mask of a query block needs its importance against every key block of the sequence,
+so the ring group first all-gathers K only (not V) and each rank builds the level map of
+its query shard against every key block (:meth:`psa.Context.compute_level_map`: the same
+ranking, levels, text rules and similarity cap as one process), then drops the gathered K.
+The K/V shards then travel round the ring (batch_isend_irecv; on GPUs the next shard's
+transfer overlaps the current shard's attention), each shard is attended at its columns of
+the map with pyramids pooled from the shard itself (:meth:`psa.Context.shard_attention`),
+and the partial results are merged through their float32 log-sum-exps
+(:func:`psa.merge_attention`). Memory per rank: the whole K for the map (L * Hkv/U * D
+elements, transient) plus two K/V shards (4 * L/R * Hkv/U * D), against 2 * L * Hkv/U * D
+for the all-gather of K and V: less only from R = 5 on. Traffic: the K all-gather
+((R-1)/R * L * Hkv/U * D) plus R-1 shard passes of K and V (2 * (R-1)/R * L * Hkv/U * D),
+1.5x the all-gather ring's volume. On two H200s the p2p ring was 11-22% slower than the
+all-gather ring (every row's kept blocks split over R attention calls, the LSE merge;
+BENCHMARKS.md). (The importance reads only block_size.n / sample_divisor sampled keys of
+each block, a quarter with the default divisor 4, but the similarity cap compares every
+token of neighbouring key blocks; the whole K keeps the map equal to the single-process
+one for every preset.) Key shards start at key block boundaries, so ring shards of whole
+query blocks need block_size.m to be a multiple of block_size.n. The p2p ring runs on CPU
+and CUDA tensors alike (the CUDA backend enqueues the level map and the shard attentions on
+the tensors' stream). The dense method's p2p ring passes shards and merges the same way,
+without a map.
 
 Agreement: the first forward of each shape checks collectively (all_gather with a timeout)
 that every rank has the same config, grid, degrees and shapes; a mismatch, or a rank that
@@ -160,10 +163,12 @@ class SequenceParallel:
         :meth:`shard` / :meth:`gather`). False: the caller's own order; allowed when
         ring_degree is 1 (each rank then sees the whole sequence of its heads and libpsa
         rearranges it itself).
-    ring_impl: "auto" (default: "p2p" where it applies, else "allgather"), "p2p" (types psa
-        and dense: K/V shards passed round the ring, results merged by LSE; psa builds its
-        level map against the all-gathered K first) or "allgather" (any method: K and V
-        gathered once per forward).
+    ring_impl: "auto" (default: "allgather" up to ring_degree 4, "p2p" beyond where it
+        applies), "p2p" (types psa and dense: K/V shards passed round the ring, results
+        merged by LSE; psa builds its level map against the all-gathered K first) or
+        "allgather" (any method: K and V gathered once per forward, one forward of the
+        rank's query shard; bit-exact with one process). The p2p ring holds less only from
+        ring_degree 5 on (the module doc); on two H200s allgather was 11-22% faster.
     ulysses_chunks: with ring_degree 1, the heads of a rank's group are exchanged and
         computed in this many chunks (fewer where the query and K/V heads do not divide), so
         that the transfers can overlap libpsa's work (default 2); 1: one exchange each way.
@@ -305,8 +310,8 @@ class SequenceParallel:
                     "ring_impl = 'p2p' needs type psa with block_size.m a multiple of "
                     "block_size.n (key shards start at key block boundaries), or type dense; "
                     "use ring_impl = 'allgather'")
-            if ring_impl == "auto":
-                self.ring_impl = "p2p" if p2p_ok else "allgather"
+            if ring_impl == "auto":  # p2p holds less only from 5 ranks on (class doc)
+                self.ring_impl = "p2p" if p2p_ok and R > 4 else "allgather"
         self.block_m = int(self.config["block_size.m"])
         self._ring_contexts: Dict[Any, Any] = {}
         self.last_levels: Any = None

@@ -39,11 +39,12 @@ CASES = {
     # first), "gilbert": use_rearrange on (the Gilbert order moves the text last)
     "cog_ulysses2": (2, dict(ulysses_degree=2), (3, 32, 32), torch.float32, False),
     "cog_ring2": (2, dict(ring_degree=2), (3, 32, 32), torch.float32, False),
-    "cog_ring2_gilbert": (2, dict(ring_degree=2), (3, 32, 32), torch.float32, False),
+    "cog_ring2_gilbert": (2, dict(ring_degree=2, ring_impl="p2p"), (3, 32, 32), torch.float32,
+                          False),
     # 4 ranks: USP 2 x 2 (Wan and CogVideoX), ring 4 (Wan)
     "wan_usp2x2": (4, dict(ulysses_degree=2, ring_degree=2), (4, 32, 32), torch.float32,
                    False),
-    "wan_ring4": (4, dict(ring_degree=4), (4, 32, 32), torch.float32, False),
+    "wan_ring4": (4, dict(ring_degree=4, ring_impl="p2p"), (4, 32, 32), torch.float32, False),
     "cog_usp2x2_gilbert": (4, dict(ulysses_degree=2, ring_degree=2), (3, 32, 32), torch.float32,
                    False),
 }

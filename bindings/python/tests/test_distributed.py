@@ -100,14 +100,16 @@ def test_ulysses_is_bit_exact():
 
 @needs_torch
 def test_ring_allgather_is_bit_exact():
-    for res in _launch(2)["ring2_wan_allgather"] + _launch(4)["usp2x2_wan_allgather"]:
+    """The all-gather ring, asked for and by default (ring_impl "auto" up to 4 ring ranks)."""
+    for res in (_launch(2)["ring2_wan_allgather"] + _launch(4)["usp2x2_wan_allgather"] +
+                _launch(2)["ring2_cogvideo_text_auto"]):
         assert res["ring_impl"] == "allgather", res
         assert res["exact"], res
 
 
 @needs_torch
 def test_psa_ring_p2p_has_the_single_process_levels():
-    """The PSA ring passes K/V shards (the default): every rank's level map is its rows
+    """The PSA p2p ring passes K/V shards: every rank's level map is its rows
     of the single-process map, and the level fractions over all ranks are identical."""
     names = {2: ["ring2_wan_gilbert", "ring2_wan_no_gilbert", "ring2_wan_uneven",
                  "ring2_cogvideo_text", "ring2_gqa", "ring2_wan_p2p_gqa"],

@@ -41,7 +41,8 @@ def test_sp_bench_on_two_cpu_ranks(tmp_path):
                                               "--warmup", "1", "--chunks", "1,2"], tmp_path)
     rows = record["rows"]
     modes = {(r["method"], r["mode"]) for r in rows}
-    assert ("psa", "ulysses 2, 2 chunks") in modes and ("psa", "ring 2") in modes
+    assert ("psa", "ulysses 2, 2 chunks") in modes and ("psa", "ring 2, p2p") in modes
+    assert ("psa", "ring 2, allgather") in modes
     assert ("dense", "ulysses 2") in modes and ("dense", "ring 2") in modes
     for r in rows:
         if r["mode"] != "1 GPU":
