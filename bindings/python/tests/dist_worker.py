@@ -62,6 +62,7 @@ CASES = {
     "bad_heads": (2, dict(WAN, ulysses_degree=2), (1, 3, 3, 64, (4, 8, 32), 0)),
     "bad_ring_blocks": (2, dict(WAN, ring_degree=2), (1, 2, 2, 64, (1, 4, 16), 0)),
     "bad_disagree": (2, dict(WAN, ulysses_degree=2), (1, 4, 4, 64, (4, 8, 32), 0)),
+    "bad_chunks": (2, dict(WAN, ulysses_degree=2, ulysses_chunks=0), (1, 4, 4, 64, (4, 8, 32), 0)),
     # four ranks
     "usp2x2_wan_gilbert": (4, dict(WAN, ulysses_degree=2, ring_degree=2, ring_impl="p2p"),
                            (1, 4, 4, 64, (4, 8, 32), 0)),
@@ -81,6 +82,7 @@ EXPECTED_ERRORS = {
     "bad_heads": "not divisible by ulysses_degree",
     "bad_ring_blocks": "ring_degree = 2",
     "bad_disagree": "disagree",
+    "bad_chunks": "ulysses_chunks = 0: expected an int >= 1",
 }
 
 
