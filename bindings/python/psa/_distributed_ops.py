@@ -5,15 +5,12 @@
 # real implementation is the eager SequenceParallel code (all_to_all, all_gather, libpsa).
 """Custom ops behind :class:`psa.distributed.SequenceParallel` under torch.compile.
 
-A SequenceParallel is named in the graph by an int handle (registered by its constructor,
-read as a constant when the graph is traced); the ops look it up when they run. Both ops
-return new contiguous tensors, as their fake (meta) implementations say."""
+A SequenceParallel is named in the graph by an int handle (``sp._psa_op_handle``, given by
+its constructor, read as a constant when the graph is traced); the ops look it up when they
+run. Both ops return new contiguous tensors, as their fake (meta) implementations say."""
 
 from __future__ import annotations
 
-import itertools
-import threading
-import weakref
 from typing import Any, List, Optional
 
 import torch
@@ -21,25 +18,10 @@ import torch
 SP_ATTENTION = "psa::sp_attention"
 SP_GATHER = "psa::sp_gather"
 
-_LOCK = threading.Lock()
-_NEXT = itertools.count(1)
-_BY_HANDLE: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
-
-
-def register(sp: Any) -> int:
-    """Gives `sp` its handle (``sp._psa_op_handle``), once; called by its constructor, eagerly:
-    a traced graph reads the handle as an int attribute of the object (a constant of the
-    graph, guarded), with no call that the tracer would have to evaluate."""
-    with _LOCK:
-        handle = getattr(sp, "_psa_op_handle", None)
-        if handle is None:
-            handle = next(_NEXT)
-            sp._psa_op_handle = handle
-            _BY_HANDLE[handle] = sp
-        return int(handle)
-
 
 def _lookup(handle: int) -> Any:
+    from .distributed import _BY_HANDLE
+
     sp = _BY_HANDLE.get(int(handle))
     if sp is None:
         raise RuntimeError("psa.distributed: SequenceParallel handle %d no longer exists (a "

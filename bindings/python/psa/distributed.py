@@ -73,6 +73,9 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import itertools
+import threading
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -141,6 +144,10 @@ def shard_bounds(seq_len: int, ulysses_degree: int, ring_degree: int,
 
 
 _SUBGROUPS: Dict[Tuple[Any, ...], Tuple[List[Any], List[Any]]] = {}
+# Every SequenceParallel by its handle (the custom ops of torch.compile look it up).
+_HANDLE_LOCK = threading.Lock()
+_NEXT_HANDLE = itertools.count(1)
+_BY_HANDLE: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
 
 
 def _rank_list(group: Any) -> List[int]:
@@ -318,9 +325,11 @@ class SequenceParallel:
         self.last_chunks = 1  # head chunks of the last Ulysses forward without a ring
         self._checked: Dict[Any, bool] = {}
         self._fingerprint = self._inner.fingerprint()
-        from . import _distributed_ops  # the handle torch.compile's graphs name it by
-
-        _distributed_ops.register(self)
+        # The handle torch.compile's graphs name it by (psa/_distributed_ops.py): given here,
+        # eagerly, so that a traced graph only reads an int attribute.
+        with _HANDLE_LOCK:
+            self._psa_op_handle = next(_NEXT_HANDLE)
+            _BY_HANDLE[self._psa_op_handle] = self
 
     # ---- sequence layout -------------------------------------------------------------------
     def bounds(self, seq_len: Optional[int] = None) -> List[Tuple[int, int]]:
