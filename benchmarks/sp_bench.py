@@ -108,39 +108,31 @@ def sdpa(q, k, v, lse=False):
     return out, l.reshape(out.shape[0], out.shape[1], out.shape[2]).float().contiguous()
 
 
+def shard_lengths(sp):
+    """Every rank's number of tokens (one of the two degrees is 1 here: its pieces or its
+    ring shards)."""
+    return [b - a for a, b in sp.bounds()]
+
+
 def dense_ulysses(sp, q, k, v):
     """Dense Ulysses: sequence pieces -> head groups (all_to_all), SDPA, back."""
-    lengths = [b - a for a, b in sp.bounds()]
+    lengths = shard_lengths(sp)
     U, g = sp.ulysses_degree, sp._ulysses_group
     q, k, v = psd._seq_to_heads_all((q, k, v), lengths, U, g)
     return psd._heads_to_seq(sdpa(q, k, v), lengths, U, g)
 
 
-def ring_lengths(sp):
-    return [b - a for a, b in sp.bounds()]
-
-
-def pass_shard(sp, kv):
-    """Starts the pass of the stacked K/V shard to the next rank of the ring; returns (incoming
-    buffer, requests)."""
-    R, me = sp.ring_degree, sp.ring_index
-    incoming = torch.empty_like(kv)
-    ops = [dist.P2POp(dist.isend, kv, sp._ring_ranks[(me + 1) % R], sp._ring_group),
-           dist.P2POp(dist.irecv, incoming, sp._ring_ranks[(me - 1) % R], sp._ring_group)]
-    return incoming, dist.batch_isend_irecv(ops)
-
-
 def dense_ring(sp, q, k, v):
     """Dense ring: the K/V shards passed round the ring (the next transfer overlapping the
     current shard's SDPA), partial results merged through their log-sum-exps."""
-    lengths = ring_lengths(sp)
+    lengths = shard_lengths(sp)
     R, me = sp.ring_degree, sp.ring_index
     cap = max(lengths)
     kv = torch.stack([psd._pad_seq(k, cap), psd._pad_seq(v, cap)])
     outs, lses = [], []
     for s in range(R):
         n = lengths[(me - s) % R]
-        pending = pass_shard(sp, kv) if s + 1 < R else None
+        pending = sp._pass_kv(kv) if s + 1 < R else None
         if n:
             o, l = sdpa(q, kv[0, :, :n], kv[1, :, :n], lse=True)
             outs.append(o.transpose(1, 2).contiguous())
@@ -155,21 +147,21 @@ def dense_ring(sp, q, k, v):
 def comm_ulysses(sp, q, k, v, out_in_place):
     """The exchanges of a Ulysses forward: q, k, v there; the output back, from the buffer
     libpsa writes into (out_in_place) or copied into one (SDPA)."""
-    lengths = [b - a for a, b in sp.bounds()]
+    lengths = shard_lengths(sp)
     U, g = sp.ulysses_degree, sp._ulysses_group
     heads = psd._seq_to_heads_all((q, k, v), lengths, U, g)
-    send, view = psd._heads_buffer(heads[0], lengths, U)
-    return psd._heads_to_seq(heads[0], lengths, U, g, send=send if out_in_place else None)
+    send = psd._heads_buffer(heads[0], lengths, U) if out_in_place else None
+    return psd._heads_to_seq(heads[0], lengths, U, g, send=send)
 
 
 def comm_ring(sp, k, v, gather_k):
-    lengths = ring_lengths(sp)
+    lengths = shard_lengths(sp)
     if gather_k:
         psd._gather_pieces(k, 1, lengths, sp._ring_group)
     cap = max(lengths)
     kv = torch.stack([psd._pad_seq(k, cap), psd._pad_seq(v, cap)])
     for _ in range(sp.ring_degree - 1):
-        incoming, reqs = pass_shard(sp, kv)
+        incoming, reqs = sp._pass_kv(kv)
         for req in reqs:
             req.wait()
         kv = incoming
@@ -203,10 +195,7 @@ def timed(fn, device, warmup, iters):
             fn()
             ms = (time.perf_counter() - t0) * 1e3
         per_call.append(ms)
-    worst = torch.tensor(per_call, dtype=torch.float64,
-                         device=device if dist.get_backend() == "nccl" else "cpu")
-    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
-    return statistics.median(worst.tolist())
+    return statistics.median(over_ranks(per_call, torch.float64, dist.ReduceOp.MAX, device))
 
 
 def rel_l2(a, b):
@@ -215,18 +204,20 @@ def rel_l2(a, b):
     return float((a - b).norm()) / den if den else float((a - b).norm())
 
 
-def worst_over_ranks(x, device):
-    t = torch.tensor([x], dtype=torch.float64,
+def over_ranks(values, dtype, op, device):
+    """The element-wise all_reduce (op) of a list over the ranks (on the GPU under NCCL)."""
+    t = torch.tensor(values, dtype=dtype,
                      device=device if dist.get_backend() == "nccl" else "cpu")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t)
+    dist.all_reduce(t, op=op)
+    return t.tolist()
+
+
+def worst_over_ranks(x, device):
+    return over_ranks([x], torch.float64, dist.ReduceOp.MAX, device)[0]
 
 
 def summed_over_ranks(counts, device):
-    t = torch.tensor(counts, dtype=torch.int64,
-                     device=device if dist.get_backend() == "nccl" else "cpu")
-    dist.all_reduce(t)
-    return [int(x) for x in t.tolist()]
+    return over_ranks(counts, torch.int64, dist.ReduceOp.SUM, device)
 
 
 class LevelRecorder:
@@ -343,7 +334,7 @@ def bench_shape(key, args, device, dtype, world, rank):
         elif p2p:
             comm = t(lambda: comm_ring(sp, kl, vl, gather_k=True))
         else:
-            comm = t(lambda: [psd._gather_pieces(x, 1, ring_lengths(sp), sp._ring_group)
+            comm = t(lambda: [psd._gather_pieces(x, 1, shard_lengths(sp), sp._ring_group)
                               for x in (kl, vl)])
         row("psa", name, ms, comm, err, counts,
             dict(efficiency=one_psa["ms"] / (world * ms), ring_impl=sp.ring_impl,

@@ -217,7 +217,6 @@ PSA_API psa_status psa_param_value_from_name(psa_param param, const char* name, 
                           static_cast<int>(param), with_words.c_str());
   }
   auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-  std::string words;
   for (int i = 0; i < p->count; ++i) {
     const char* w = p->names[i];
     size_t k = 0;
@@ -226,9 +225,9 @@ PSA_API psa_status psa_param_value_from_name(psa_param param, const char* name, 
       *value = i;
       return PSA_OK;
     }
-    words += std::string(i ? ", " : "") + w;
   }
-  return psa::set_error(PSA_ERR_NOT_FOUND, "%s = '%s': unknown word; allowed: %s", p->name, name, words.c_str());
+  return psa::set_error(PSA_ERR_NOT_FOUND, "%s = '%s': unknown word; allowed: %s", p->name, name,
+                        psa::param_enum_list(*p).c_str());
   PSA_API_END
 }
 

@@ -570,18 +570,13 @@ class SequenceParallel:
             block_n = int(cfg["block_size.n"])
         cap = max(lengths)
         kv = torch.stack([_pad_seq(k, cap), _pad_seq(v, cap)])
-        nxt = self._ring_ranks[(me + 1) % R]
-        prv = self._ring_ranks[(me - 1) % R]
         outs, lses = [], []
         for s in range(R):
             src = (me - s) % R
             n = lengths[src]
             incoming = None
             if s + 1 < R:
-                incoming = torch.empty_like(kv)
-                ops = [dist.P2POp(dist.isend, kv, nxt, self._ring_group),
-                       dist.P2POp(dist.irecv, incoming, prv, self._ring_group)]
-                reqs = dist.batch_isend_irecv(ops)
+                incoming, reqs = self._pass_kv(kv)
             if n and ctx is not None:
                 begin = sum(lengths[:src]) // block_n
                 o, lse = ctx.shard_attention(q, kv[0, :, :n], kv[1, :, :n], levels, begin,
@@ -600,6 +595,16 @@ class SequenceParallel:
         merged = merge_attention(outs, [x.contiguous() for x in lses], layout="blhd",
                                  return_lse=False)
         return merged
+
+    def _pass_kv(self, kv: torch.Tensor) -> Tuple[torch.Tensor, List[Any]]:
+        """Starts sending `kv` to the next rank of the ring and receiving the previous rank's
+        into a buffer of the same shape; returns (that buffer, the requests to wait for)."""
+        R, me = self.ring_degree, self.ring_index
+        incoming = torch.empty_like(kv)
+        ops = [dist.P2POp(dist.isend, kv, self._ring_ranks[(me + 1) % R], self._ring_group),
+               dist.P2POp(dist.irecv, incoming, self._ring_ranks[(me - 1) % R],
+                          self._ring_group)]
+        return incoming, dist.batch_isend_irecv(ops)
 
     def _ring_context(self, cfg: Config, q: torch.Tensor) -> Any:
         """The context of this rank's level maps and shard attentions (the whole grid, no
@@ -719,18 +724,11 @@ def _seq_to_heads_all(xs: Sequence[torch.Tensor], lengths: List[int], U: int,
     return out
 
 
-def _seq_to_heads(x: torch.Tensor, lengths: List[int], U: int, group: Any) -> torch.Tensor:
-    """[B, n_me, H, D] sequence piece -> [B, sum(lengths), H/U, D] (all_to_all)."""
-    return _seq_to_heads_all([x], lengths, U, group)[0]
-
-
-def _heads_buffer(like: torch.Tensor, lengths: List[int],
-                  U: int) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """(send buffer [U, cap, B, h, D] of _heads_to_seq, its [B, sum(lengths), h, D] view to
-    compute the output into, or None: _sequence_view); `like`: a [B, L, h, D] tensor."""
+def _heads_buffer(like: torch.Tensor, lengths: List[int], U: int) -> torch.Tensor:
+    """The send buffer [U, cap, B, h, D] of _heads_to_seq (an output computed into its
+    _sequence_view is sent as it is); `like`: a [B, L, h, D] tensor."""
     B, _, h, D = like.shape
-    send = like.new_empty(U, max(lengths), B, h, D)
-    return send, _sequence_view(send, lengths)
+    return like.new_empty(U, max(lengths), B, h, D)
 
 
 def _into_pieces(x: torch.Tensor, send: torch.Tensor, lengths: List[int]) -> None:
@@ -744,11 +742,12 @@ def _into_pieces(x: torch.Tensor, send: torch.Tensor, lengths: List[int]) -> Non
 
 def _heads_to_seq(x: torch.Tensor, lengths: List[int], U: int, group: Any,
                   send: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Inverse of _seq_to_heads: [B, sum(lengths), H/U, D] -> [B, n_me, H, D] (all_to_all).
-    send: the _heads_buffer that x is a view of (sent as it is), else x is copied into one."""
+    """Inverse of _seq_to_heads_all: [B, sum(lengths), H/U, D] -> [B, n_me, H, D]
+    (all_to_all). send: the _heads_buffer that x is a view of (sent as it is), else x is
+    copied into one."""
     B, _, Hu, D = x.shape
     if send is None:
-        send = _heads_buffer(x, lengths, U)[0]
+        send = _heads_buffer(x, lengths, U)
         _into_pieces(x, send, lengths)
     recv = torch.empty_like(send)
     dist.all_to_all_single(recv, send, group=group)
