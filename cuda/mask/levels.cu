@@ -1,7 +1,7 @@
 // cuda/mask/levels.cu -- mask stage (level map), kernel + launcher + entry: per row a stable
-// block radix sort of mask_spec.h's rank keys, the top run of equal scores re-ranked by tie
-// mass, then its rank intervals (sequential cumulative
-// mass, as the CPU) and post-processing. Must not hold a count, order or visibility rule of its own.
+// block radix sort of mask_spec.h's rank keys, its rank intervals (sequential cumulative mass,
+// as the CPU), the top run of equal scores re-ranked by tie mass when an interval ends inside
+// it, and post-processing. Must not hold a count, order or visibility rule of its own.
 #include <cub/block/block_radix_rank.cuh>
 #include <cub/block/block_radix_sort.cuh>
 
@@ -72,6 +72,7 @@ struct LevelTile {
     int counts[kMaskSlots];
     uint32_t top_key;  // rank key of rank 0
     int top_run;       // ranks [0, top_run) share it
+    int warp_run;      // top_run_warp0's run length, or -1 (the run fills warp 0)
     uint16_t top_idx[32];
   };
 };
@@ -110,6 +111,10 @@ __device__ __forceinline__ void sort_row(typename LevelTile<kThreads, kItems>::S
 // at most 32 (the usual 1-16) is re-ranked by one warp (each lane counts the lanes before it);
 // a longer one by a second stable radix sort of the rank-ordered items by tie_key, which keeps
 // ranks >= run (key 0xffffffff) in place. Ends with idx[k] = block of rank position(tid, k).
+// The kernel calls it only where the order can change a level (top_run_split), and for the
+// match ranking's tiles only when top_run_warp0 cannot (a run of 32 or more). H200,
+// CogVideoX-5B: the mask stage's share of the tie-mass cost went from +0.005-0.006 ms to
+// +0.001-0.002 ms (PERF_NOTES.md, "Tie masses: re-rank only a split run").
 template <int kThreads, int kItems>
 __device__ __forceinline__ void reorder_top_run(typename LevelTile<kThreads, kItems>::Smem& sm,
                                                 uint32_t (&key)[kItems], uint16_t (&idx)[kItems],
@@ -160,6 +165,67 @@ __device__ __forceinline__ void reorder_top_run(typename LevelTile<kThreads, kIt
   }
 }
 
+// Whether the order inside the row's top run can change a level: a rank interval ends strictly
+// inside it (ranks e - 1 and e both hold the top key). The levels are a function of the rank
+// (level_of_rank), and the intervals' ends depend on the scores in rank order only (equal
+// within the run), so a run that no end splits takes one level in any order and needs no tie
+// masses. The match ranking leaves the keys in rank order in ex_key; the CUB sort does not, so
+// its tiles always re-rank. Uniform over the CTA (shared reads after a barrier).
+template <int kThreads, int kItems>
+__device__ __forceinline__ bool top_run_split(const typename LevelTile<kThreads, kItems>::Smem& sm, int n) {
+  if constexpr (LevelTile<kThreads, kItems>::kMatch) {
+    const uint32_t top = sm.ex_key[0];
+    bool split = false;
+#pragma unroll
+    for (int sl = 0; sl < kMaskSlots; ++sl) {
+      const int64_t e = sm.ends[sl];
+      split |= e > 0 && e < n && sm.ex_key[e] == top;
+    }
+    return split;
+  } else {
+    return true;
+  }
+}
+
+// reorder_top_run for the match ranking's tiles when the run is shorter than 32: there warp 0's
+// item 0 is rank `lane` (LevelTile::position), so warp 0 finds the run by one ballot (sorted
+// keys: the lanes holding the top key are a prefix) and ranks it by shuffles with the tie masses
+// it loaded right after the sort (`tie`: rank lane's, 0 past the candidates), then one barrier
+// hands the order to the CTA. Returns false, with nothing changed, for a run of 32 or more (the
+// caller then runs reorder_top_run). Uniform over the CTA.
+template <int kThreads, int kItems>
+__device__ __forceinline__ bool top_run_warp0(typename LevelTile<kThreads, kItems>::Smem& sm,
+                                              const uint32_t (&key)[kItems], uint16_t (&idx)[kItems], int n,
+                                              float tie) {
+  using Tile = LevelTile<kThreads, kItems>;
+  static_assert(Tile::kMatch, "warp 0's item 0 holds ranks 0..31 only under the match ranking");
+  const int tid = threadIdx.x;
+  if (tid < 32) {
+    const uint32_t top = __shfl_sync(0xffffffffu, key[0], 0);
+    const int run = __popc(__ballot_sync(0xffffffffu, tid < n && key[0] == top));
+    if (run < 32) {
+      const int j = idx[0];
+      int pos = 0;
+      for (int l = 0; l < run; ++l) {
+        const int jl = __shfl_sync(0xffffffffu, j, l);
+        const float tl = __shfl_sync(0xffffffffu, tie, l);
+        pos += ranks_before(0.0f, tl, jl, 0.0f, tie, j) ? 1 : 0;
+      }
+      if (tid < run) sm.top_idx[pos] = static_cast<uint16_t>(j);
+    }
+    if (tid == 0) sm.warp_run = run < 32 ? run : -1;
+  }
+  __syncthreads();
+  const int run = sm.warp_run;
+  if (run < 0) return false;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int r = Tile::position(tid, k);
+    if (r < run) idx[k] = sm.top_idx[r];
+  }
+  return true;
+}
+
 template <int kThreads, int kItems>
 __global__ void __launch_bounds__(kThreads) build_levels_kernel(LevelKernelParams p) {
   using Tile = LevelTile<kThreads, kItems>;
@@ -190,8 +256,11 @@ __global__ void __launch_bounds__(kThreads) build_levels_kernel(LevelKernelParam
       idx[k] = static_cast<uint16_t>(j);
     }
     sort_row<kThreads, kItems>(sm, key, idx);
-    __syncthreads();
-    if (p.ties != nullptr) reorder_top_run<kThreads, kItems>(sm, key, idx, n, p.ties + row * p.nk);
+    // Match ranking: warp 0 loads the tie masses of ranks 0..31 now, so that the loads are
+    // done by the time top_run_warp0 may need them (after the intervals).
+    float tie = 0.0f;
+    if constexpr (Tile::kMatch)
+      if (p.ties != nullptr && tid < 32 && tid < n) tie = p.ties[row * p.nk + idx[0]];
     __syncthreads();  // the sort's storage becomes `sorted`
 
     if (p.thresholdbound) {
@@ -229,6 +298,13 @@ __global__ void __launch_bounds__(kThreads) build_levels_kernel(LevelKernelParam
       topk_segment_ends(n, p.ratio_end, p.block_n, p.tile_n, sm.ends);
     }
     __syncthreads();
+    // Tie masses only where they can change a level (`sorted`, the sort's former storage, is
+    // no longer read: a long run's second sort may reuse it).
+    if (p.ties != nullptr && top_run_split<kThreads, kItems>(sm, n)) {
+      bool done = false;
+      if constexpr (Tile::kMatch) done = top_run_warp0<kThreads, kItems>(sm, key, idx, n, tie);
+      if (!done) reorder_top_run<kThreads, kItems>(sm, key, idx, n, p.ties + row * p.nk);
+    }
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const int r = Tile::position(tid, k);

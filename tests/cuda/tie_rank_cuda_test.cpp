@@ -1,10 +1,12 @@
 // tests/cuda/tie_rank_cuda_test.cpp -- the tie-mass rank rule on the CUDA backend (importance_spec.h,
-// mask_spec.h): the level builder re-ranks a row's top run of equal scores by tie mass exactly as
-// build_mask_row does (short runs by one warp, long runs by a second radix sort); every score
-// kernel (per-block, sm80 GEMM, sm90 GEMM with and without finisher warps) gives importance_cpu's
-// tie masses bit for bit on inputs whose logits are exact, rows of more than 2048 key blocks
-// and rows of more than 64 tied blocks included; whole forwards on such inputs give the CPU backend's level map. A disabled timing
-// test measures the cost of the rule. Skips without a device.
+// mask_spec.h): the level builder orders a row's top run of equal scores by tie mass exactly as
+// build_mask_row does (where a rank interval ends inside the run: runs under 32 by warp 0 with
+// the masses it loaded after the sort, others by one warp or a second radix sort; rows of 1 to
+// 2100 key blocks, runs of 1 to 200 and whole rows); every score kernel (per-block, sm80 GEMM,
+// sm90 GEMM with and without finisher warps) gives importance_cpu's tie masses bit for bit on
+// inputs whose logits are exact, rows of more than 2048 key blocks and rows of more than 64 tied
+// blocks included; whole forwards on such inputs give the CPU backend's level map. A disabled
+// timing test measures the cost of the rule. Skips without a device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
