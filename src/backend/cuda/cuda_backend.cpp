@@ -273,11 +273,7 @@ class CudaForward {
   // Attention + inverse rearrange: sparse attention over the work list; the epilogue writes
   // row x back to caller row q_src[x].
   psa_status attention() {
-    gpu::AttentionArgs at = attention_args();
-    at.dense = false;
-    at.q = q_use_;
-    std::copy(q_use_stride_, q_use_stride_ + 4, at.q_stride);
-    at.q_rows = q_use_rows_;
+    gpu::AttentionArgs at = sparse_attention_args();
     at.k = ws_ + w_.k;
     at.v = ws_ + w_.v;
     std::copy(contiguous_k_, contiguous_k_ + 4, at.k_stride);
@@ -289,28 +285,26 @@ class CudaForward {
       at.k_pooled[l] = ws_ + (block_method ? w_.k : w_.k_pooled[l]);
       at.v_pooled[l] = ws_ + (block_method ? w_.v : w_.v_pooled[l]);
     }
-    at.wl_blocks = reinterpret_cast<const int32_t*>(ws_ + w_.wl_blocks);
-    at.wl_count = reinterpret_cast<const int32_t*>(ws_ + w_.wl_count);
-    at.out_rows = data_.q_src;
     return gpu::attention_cuda(at, stream_);
   }
 
-  // Attention + inverse rearrange, precision fp8: the 8-bit kernel over the work list.
+  // Attention + inverse rearrange, precision fp8: the 8-bit kernel over the work list, with
+  // the 16-bit path's Q, work list and output; K and V from the 8-bit pool pass.
   psa_status attention_fp8() {
-    const gpu::AttentionArgs base = attention_args();
+    const gpu::AttentionArgs base = sparse_attention_args();
     gpu::AttentionFp8Args at;
     at.dtype = base.dtype;
     at.dims = base.dims;
     at.scale = base.scale;
-    at.q = q_use_;
-    std::copy(q_use_stride_, q_use_stride_ + 4, at.q_stride);
+    at.q = base.q;
+    std::copy(base.q_stride, base.q_stride + 4, at.q_stride);
     at.kv = fp8_out();
-    at.wl_blocks = reinterpret_cast<const int32_t*>(ws_ + w_.wl_blocks);
-    at.wl_count = reinterpret_cast<const int32_t*>(ws_ + w_.wl_count);
+    at.wl_blocks = base.wl_blocks;
+    at.wl_count = base.wl_count;
     at.out = base.out;
     std::copy(base.o_stride, base.o_stride + 4, at.o_stride);
     at.lse = base.lse;
-    at.out_rows = data_.q_src;
+    at.out_rows = base.out_rows;
     return gpu::attention_fp8_cuda(at, stream_);
   }
 
@@ -371,6 +365,19 @@ class CudaForward {
     at.out = a_.out;
     std::copy(a_.o_stride, a_.o_stride + 4, at.o_stride);
     at.lse = a_.lse;
+    return at;
+  }
+  // ... plus what both sparse kernels read: Q as the forward uses it (rearranged copy, or the
+  // caller's with a row index), the work list, and the inverse rearrangement of the output.
+  gpu::AttentionArgs sparse_attention_args() const {
+    gpu::AttentionArgs at = attention_args();
+    at.dense = false;
+    at.q = q_use_;
+    std::copy(q_use_stride_, q_use_stride_ + 4, at.q_stride);
+    at.q_rows = q_use_rows_;
+    at.wl_blocks = reinterpret_cast<const int32_t*>(ws_ + w_.wl_blocks);
+    at.wl_count = reinterpret_cast<const int32_t*>(ws_ + w_.wl_count);
+    at.out_rows = data_.q_src;
     return at;
   }
 
