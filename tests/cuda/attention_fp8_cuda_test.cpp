@@ -16,6 +16,7 @@
 #include "cuda/pool/pool_cuda.h"
 #include "cuda/rearrange/gather_cuda.h"
 #include "cuda_test_util.h"
+#include "fp8_kv_buffers.h"
 #include "pool/pool.h"
 #include "pool/pool_spec.h"
 
@@ -58,21 +59,9 @@ void run_case(const Case& c) {
   ASSERT_EQ(PSA_OK, gpu::build_worklist_cuda(wa, nullptr)) << psa_last_error_message();
 
   const int64_t heads_kv = c.B * c.Hkv;
-  std::vector<std::unique_ptr<DevBuf<uint8_t>>> q8;
-  gpu::Fp8KvOut kv;
-  int64_t len_li[4];
-  for (int li = 0; li < 4; ++li) {
-    len_li[li] = li == 0 ? L : pooled_length(nk, c.bn, 1 << li);
-    for (int t = 0; t < 2; ++t) q8.push_back(std::make_unique<DevBuf<uint8_t>>(static_cast<size_t>(heads_kv * len_li[li] * D)));
-    kv.k8[li] = q8[q8.size() - 2]->get();
-    kv.v8[li] = q8.back()->get();
-  }
-  DevBuf<float> kmean(static_cast<size_t>(heads_kv * D)), ksc(static_cast<size_t>(heads_kv * 4 * nk)), vsc(ksc.size()),
-      vsmax(static_cast<size_t>(heads_kv));
-  kv.k_mean = kmean.get();
-  kv.k_scale = ksc.get();
-  kv.v_scale = vsc.get();
-  kv.v_smax = vsmax.get();
+  const test::Fp8KvBuffers kvb(heads_kv, L, D, nk, c.bn);
+  const int64_t* len_li = kvb.len_li;
+  const gpu::Fp8KvOut& kv = kvb.out;
   auto gather = [&](const DevBuf<uint16_t>& src) {
     gpu::GatherArgs g;
     g.src = src.get();
@@ -213,20 +202,8 @@ TEST(CudaFp8Attention, DISABLED_StandardShapeSpeed) {
       pooled.push_back(std::make_unique<DevBuf<uint16_t>>(m));
       pv[l] = pooled.back()->get();
     }
-    gpu::Fp8KvOut kv;
-    std::vector<std::unique_ptr<DevBuf<uint8_t>>> q8;
-    for (int li = 0; li < 4; ++li) {
-      const size_t m = static_cast<size_t>(s.H * (li == 0 ? L : pooled_length(nk, bn, 1 << li)) * D);
-      q8.push_back(std::make_unique<DevBuf<uint8_t>>(m));
-      kv.k8[li] = q8.back()->get();
-      q8.push_back(std::make_unique<DevBuf<uint8_t>>(m));
-      kv.v8[li] = q8.back()->get();
-    }
-    DevBuf<float> f(static_cast<size_t>(s.H * (D + 8 * nk + 1)));
-    kv.k_mean = f.get();
-    kv.k_scale = f.get() + s.H * D;
-    kv.v_scale = kv.k_scale + s.H * 4 * nk;
-    kv.v_smax = kv.v_scale + s.H * 4 * nk;
+    const test::Fp8KvBuffers kvb(s.H, L, D, nk, bn);
+    const gpu::Fp8KvOut& kv = kvb.out;
     auto gather = [&](const DevBuf<uint16_t>& src, DevBuf<uint16_t>* dst) {
       gpu::GatherArgs g;
       g.src = src.get();

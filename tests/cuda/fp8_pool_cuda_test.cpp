@@ -12,6 +12,7 @@
 #include "cuda/pool/pool_cuda.h"
 #include "cuda/rearrange/gather_cuda.h"
 #include "cuda_test_util.h"
+#include "fp8_kv_buffers.h"
 #include "pool/pool.h"
 #include "pool/pool_spec.h"
 
@@ -76,26 +77,14 @@ void run_case(const Case& c) {
   DevBuf<uint16_t> k1(n1 + 8), v1(n1 + 8);
   k1.fill_bytes(0xff);
   v1.fill_bytes(0xff);
-  int64_t len_li[4];
-  std::vector<std::unique_ptr<DevBuf<uint8_t>>> k8, v8;
-  gpu::Fp8KvOut out;
+  test::Fp8KvBuffers kvb(heads, c.len, d, nk, c.bn, 8);  // + a canary after each level
+  const int64_t* len_li = kvb.len_li;
   for (int li = 0; li < 4; ++li) {
-    len_li[li] = li == 0 ? c.len : pooled_length(nk, c.bn, 1 << li);
-    const size_t n = static_cast<size_t>(heads * len_li[li] * d) + 8;  // + a canary
-    k8.push_back(std::make_unique<DevBuf<uint8_t>>(n));
-    v8.push_back(std::make_unique<DevBuf<uint8_t>>(n));
-    k8.back()->fill_bytes(0x5a);
-    v8.back()->fill_bytes(0x5a);
-    out.k8[li] = k8.back()->get();
-    out.v8[li] = v8.back()->get();
+    kvb.k8[li]->fill_bytes(0x5a);
+    kvb.v8[li]->fill_bytes(0x5a);
   }
-  DevBuf<float> kmean(static_cast<size_t>(heads * d)), ksc(static_cast<size_t>(heads * 4 * nk)),
-      vsc(ksc.size()), vsmax(static_cast<size_t>(heads));
-  vsmax.fill_bytes(0xff);  // the call zeroes it
-  out.k_mean = kmean.get();
-  out.k_scale = ksc.get();
-  out.v_scale = vsc.get();
-  out.v_smax = vsmax.get();
+  kvb.v_smax.fill_bytes(0xff);  // the call zeroes it
+  const gpu::Fp8KvOut& out = kvb.out;
   auto gather = [&](const DevBuf<uint16_t>& src, DevBuf<uint16_t>* dst) {
     gpu::GatherArgs g;
     g.dtype = c.dt;
@@ -117,11 +106,11 @@ void run_case(const Case& c) {
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
   std::vector<std::vector<uint8_t>> gk8, gv8;
   for (int li = 0; li < 4; ++li) {
-    gk8.push_back(k8[li]->download());
-    gv8.push_back(v8[li]->download());
+    gk8.push_back(kvb.k8[li]->download());
+    gv8.push_back(kvb.v8[li]->download());
   }
-  const std::vector<float> gmean = kmean.download(), gks = ksc.download(), gvs = vsc.download(),
-                           gsmax = vsmax.download();
+  const std::vector<float> gmean = kvb.k_mean.download(), gks = kvb.k_scale.download(),
+                           gvs = kvb.v_scale.download(), gsmax = kvb.v_smax.download();
   const std::vector<uint16_t> gk1 = k1.download(), gv1 = v1.download();
 
   int64_t bad_mean = 0, bad_k = 0, bad_v = 0, bad_ks = 0, bad_vs = 0, bad_copy = 0, nan_k = 0, nan_v = 0,
@@ -296,8 +285,6 @@ TEST(CudaFp8Pool, DISABLED_StandardShapeCost) {
     std::vector<std::unique_ptr<DevBuf<uint16_t>>> pyr;
     void* pk[3];
     void* pv[3];
-    gpu::Fp8KvOut out;
-    std::vector<std::unique_ptr<DevBuf<uint8_t>>> q8;
     for (int l = 0; l < 3; ++l) {
       const size_t m = static_cast<size_t>(s.H * pooled_length(nk, s.bn, 2 << l) * s.D);
       pyr.push_back(std::make_unique<DevBuf<uint16_t>>(m));
@@ -305,18 +292,8 @@ TEST(CudaFp8Pool, DISABLED_StandardShapeCost) {
       pyr.push_back(std::make_unique<DevBuf<uint16_t>>(m));
       pv[l] = pyr.back()->get();
     }
-    for (int li = 0; li < 4; ++li) {
-      const size_t m = static_cast<size_t>(s.H * (li == 0 ? s.L : pooled_length(nk, s.bn, 1 << li)) * s.D);
-      q8.push_back(std::make_unique<DevBuf<uint8_t>>(m));
-      out.k8[li] = q8.back()->get();
-      q8.push_back(std::make_unique<DevBuf<uint8_t>>(m));
-      out.v8[li] = q8.back()->get();
-    }
-    DevBuf<float> f(static_cast<size_t>(s.H * (s.D + 8 * nk + 1)));
-    out.k_mean = f.get();
-    out.k_scale = f.get() + s.H * s.D;
-    out.v_scale = out.k_scale + s.H * 4 * nk;
-    out.v_smax = out.v_scale + s.H * 4 * nk;
+    const test::Fp8KvBuffers kvb(s.H, s.L, s.D, nk, s.bn);
+    const gpu::Fp8KvOut& out = kvb.out;
     auto gather = [&](const DevBuf<uint16_t>& src, DevBuf<uint16_t>* dst) {
       gpu::GatherArgs g;
       g.src = src.get();
