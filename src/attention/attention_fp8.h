@@ -65,27 +65,42 @@ struct Fp8Rule {
 };
 
 // One head quantized for the 8-bit path: the int8 / e4m3 values stored as float (exactly
-// representable), and the dequantization scales.
-struct Fp8HeadCpu {
-  int64_t lq = 0, lk = 0, d = 0, block_m = 0, block_n = 0;
+// representable), and the dequantization scales. The K/V part depends on K and V alone (and on
+// Q only through channel migration), so a K/V head shared by several query heads (GQA) is
+// quantized once: fp8_quantize_kv_cpu, then fp8_quantize_q_cpu per query head.
+struct Fp8KvCpu {
+  int64_t lk = 0, d = 0, block_n = 0;
   Fp8Rule rule;
-  std::vector<float> q8, q_scale;      // [lq, d]; [ceil(lq / block_m)] or [lq] (q_per_row)
   std::vector<float> k8[4], k_scale[4];  // level li: [len_li, d]; [nk] per level
   std::vector<float> v8[4], v_scale;   // level li: [len_li, d]; [d] (without v_per_block)
   std::vector<float> v_share[4];       // Fp8Rule::v_per_block: f per key block [nk], per level
   float v_smax = 0.0f;                 // and s_v,max
   std::vector<float> k_mean;           // [d] (zeros without smoothing)
+};
+struct Fp8QCpu {
+  int64_t lq = 0, block_m = 0;
+  std::vector<float> q8, q_scale;      // [lq, d]; [ceil(lq / block_m)] or [lq] (q_per_row)
   std::vector<float> q_dot_mean;       // [lq]: q . k_mean (fp32, channel order), for the lse
 };
+struct Fp8HeadCpu : Fp8KvCpu, Fp8QCpu {};
 
 // Quantizes one head: q [lq, d], and the K/V pyramids of pool_kv_cpu (level[0] = [lk, d],
 // level[li] = [nk * block_n / p, d]).
 Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, const Pyramid& v, int64_t lk,
                                  int64_t d, int64_t block_m, int64_t block_n, const Fp8Rule& rule = Fp8Rule{});
 
+// The same in two parts, for a rule without channel migration (Fp8Rule::migrate_channels
+// false; fp8_quantize_kv_cpu ignores it): K and V once per K/V head, then Q [lq, kv.d] of each
+// query head against them. Equal to fp8_quantize_head_cpu's parts bit for bit.
+Fp8KvCpu fp8_quantize_kv_cpu(const Pyramid& k, const Pyramid& v, int64_t lk, int64_t d, int64_t block_n,
+                             const Fp8Rule& rule = Fp8Rule{});
+Fp8QCpu fp8_quantize_q_cpu(const float* q, int64_t lq, int64_t block_m, const Fp8KvCpu& kv);
+
 // Mixed-level sparse attention on the quantized head (levels [mq, nk] as sparse_attention_cpu).
 // Rows [x0, x0 + rows) of the head are computed (x0 a multiple of block_m; out and lse point at
 // row x0's entries), so a caller can evaluate a few query blocks of a long sequence.
+void sparse_attention_fp8_cpu(const Fp8QCpu& q, const Fp8KvCpu& kv, const int8_t* levels, float scale, bool causal,
+                              int64_t x0, int64_t rows, float* out, float* lse);
 void sparse_attention_fp8_cpu(const Fp8HeadCpu& h, const int8_t* levels, float scale, bool causal, int64_t x0,
                               int64_t rows, float* out, float* lse);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "attention/attention_fp8.h"
@@ -35,60 +36,32 @@ void quantize_groups(const float* x, int64_t rows, int64_t d, int64_t group, con
   }
 }
 
-}  // namespace
-
-Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, const Pyramid& v, int64_t lk,
-                                 int64_t d, int64_t block_m, int64_t block_n, const Fp8Rule& rule) {
-  Fp8HeadCpu h;
-  h.lq = lq;
-  h.lk = lk;
-  h.d = d;
-  h.block_m = block_m;
-  h.block_n = block_n;
-  h.rule = rule;
-  const int64_t nk = (lk + block_n - 1) / block_n, mq = (lq + block_m - 1) / block_m;
+// K's smoothing mean (Fp8Rule::smooth_k; zeros without it), [d].
+std::vector<float> k_smoothing_mean(const Pyramid& k, int64_t lk, int64_t d, int64_t block_n, const Fp8Rule& rule) {
   const size_t ud = static_cast<size_t>(d);
-
-  h.k_mean.assign(ud, 0.0f);
+  std::vector<float> mean(ud, 0.0f);
   if (rule.smooth_k && lk > 0) {
     std::vector<double> sum(ud, 0.0);
     const int64_t step = rule.k_mean_block_firsts ? block_n : 1;
     int64_t n = 0;
     for (int64_t t = 0; t < lk; t += step, ++n)
       for (int64_t c = 0; c < d; ++c) sum[static_cast<size_t>(c)] += static_cast<double>(k.level[0][t * d + c]);
-    for (size_t c = 0; c < ud; ++c) h.k_mean[c] = static_cast<float>(sum[c] / static_cast<double>(n));
+    for (size_t c = 0; c < ud; ++c) mean[c] = static_cast<float>(sum[c] / static_cast<double>(n));
   }
+  return mean;
+}
 
-  // Channel migration: q_c * a_c and k_c / a_c, a_c = sqrt(amax_c(k - mean) / amax_c(q)).
-  std::vector<float> q_mul, k_mul;
-  if (rule.migrate_channels) {
-    std::vector<float> aq(ud, 0.0f), ak(ud, 0.0f);
-    for (int64_t x = 0; x < lq; ++x)
-      for (int64_t c = 0; c < d; ++c) aq[static_cast<size_t>(c)] = fp8_amax(aq[static_cast<size_t>(c)], q[x * d + c]);
-    for (int64_t t = 0; t < lk; ++t)
-      for (int64_t c = 0; c < d; ++c)
-        ak[static_cast<size_t>(c)] =
-            fp8_amax(ak[static_cast<size_t>(c)], k.level[0][t * d + c] - h.k_mean[static_cast<size_t>(c)]);
-    q_mul.resize(ud);
-    k_mul.resize(ud);
-    for (size_t c = 0; c < ud; ++c) {
-      const float a = aq[c] > 0.0f && ak[c] > 0.0f ? std::sqrt(ak[c] / aq[c]) : 1.0f;
-      q_mul[c] = a;
-      k_mul[c] = 1.0f / a;
-    }
-  }
-
-  h.q8.resize(static_cast<size_t>(lq) * ud);
-  h.q_scale.resize(static_cast<size_t>(rule.q_per_row ? lq : mq));
-  quantize_groups(q, lq, d, rule.q_per_row ? 1 : block_m, nullptr, q_mul.empty() ? nullptr : q_mul.data(),
-                  rule.round_qk, rule.qk_int8, h.q8.data(), h.q_scale.data());
-
-  h.q_dot_mean.assign(static_cast<size_t>(lq), 0.0f);
-  for (int64_t x = 0; x < lq; ++x) {
-    float s = 0.0f;
-    for (int64_t c = 0; c < d; ++c) s += q[x * d + c] * h.k_mean[static_cast<size_t>(c)];
-    h.q_dot_mean[static_cast<size_t>(x)] = s;
-  }
+// The K/V part with K's mean given and K's channels times k_mul (NULL: none).
+Fp8KvCpu quantize_kv(const Pyramid& k, const Pyramid& v, int64_t lk, int64_t d, int64_t block_n, const Fp8Rule& rule,
+                     std::vector<float> k_mean, const float* k_mul) {
+  Fp8KvCpu h;
+  h.lk = lk;
+  h.d = d;
+  h.block_n = block_n;
+  h.rule = rule;
+  h.k_mean = std::move(k_mean);
+  const int64_t nk = (lk + block_n - 1) / block_n;
+  const size_t ud = static_cast<size_t>(d);
 
   // V without v_per_block: one scale per channel from the full-resolution tokens.
   std::vector<Fp8Scale> vsc;
@@ -111,8 +84,8 @@ Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, c
     if (k.level[li] == nullptr || v.level[li] == nullptr) continue;  // level not provided
     h.k8[li].resize(static_cast<size_t>(len) * ud);
     h.k_scale[li].resize(static_cast<size_t>(nk));
-    quantize_groups(k.level[li], len, d, block_n / level, h.k_mean.data(), k_mul.empty() ? nullptr : k_mul.data(),
-                    rule.round_qk, rule.qk_int8, h.k8[li].data(), h.k_scale[li].data());
+    quantize_groups(k.level[li], len, d, block_n / level, h.k_mean.data(), k_mul, rule.round_qk, rule.qk_int8,
+                    h.k8[li].data(), h.k_scale[li].data());
     h.v8[li].resize(static_cast<size_t>(len) * ud);
     if (rule.v_per_block) {  // one scale per (level, key block), as K's; the shares below
       h.v_share[li].resize(static_cast<size_t>(nk));
@@ -139,9 +112,69 @@ Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, c
   return h;
 }
 
-void sparse_attention_fp8_cpu(const Fp8HeadCpu& h, const int8_t* levels, float scale, bool causal, int64_t x0,
-                              int64_t rows, float* out, float* lse) {
-  const int64_t d = h.d, lk = h.lk, nk = (lk + h.block_n - 1) / h.block_n, offset = lk - h.lq;
+// The Q part against K/V's mean and rule, Q's channels times q_mul (NULL: none).
+Fp8QCpu quantize_q(const float* q, int64_t lq, int64_t block_m, const Fp8KvCpu& kv, const float* q_mul) {
+  Fp8QCpu h;
+  h.lq = lq;
+  h.block_m = block_m;
+  const int64_t d = kv.d, mq = (lq + block_m - 1) / block_m;
+  const Fp8Rule& rule = kv.rule;
+  h.q8.resize(static_cast<size_t>(lq * d));
+  h.q_scale.resize(static_cast<size_t>(rule.q_per_row ? lq : mq));
+  quantize_groups(q, lq, d, rule.q_per_row ? 1 : block_m, nullptr, q_mul, rule.round_qk, rule.qk_int8, h.q8.data(),
+                  h.q_scale.data());
+  h.q_dot_mean.assign(static_cast<size_t>(lq), 0.0f);
+  for (int64_t x = 0; x < lq; ++x) {
+    float s = 0.0f;
+    for (int64_t c = 0; c < d; ++c) s += q[x * d + c] * kv.k_mean[static_cast<size_t>(c)];
+    h.q_dot_mean[static_cast<size_t>(x)] = s;
+  }
+  return h;
+}
+
+}  // namespace
+
+Fp8KvCpu fp8_quantize_kv_cpu(const Pyramid& k, const Pyramid& v, int64_t lk, int64_t d, int64_t block_n,
+                             const Fp8Rule& rule) {
+  return quantize_kv(k, v, lk, d, block_n, rule, k_smoothing_mean(k, lk, d, block_n, rule), nullptr);
+}
+
+Fp8QCpu fp8_quantize_q_cpu(const float* q, int64_t lq, int64_t block_m, const Fp8KvCpu& kv) {
+  return quantize_q(q, lq, block_m, kv, nullptr);
+}
+
+Fp8HeadCpu fp8_quantize_head_cpu(const float* q, int64_t lq, const Pyramid& k, const Pyramid& v, int64_t lk,
+                                 int64_t d, int64_t block_m, int64_t block_n, const Fp8Rule& rule) {
+  std::vector<float> k_mean = k_smoothing_mean(k, lk, d, block_n, rule);
+  const size_t ud = static_cast<size_t>(d);
+  // Channel migration: q_c * a_c and k_c / a_c, a_c = sqrt(amax_c(k - mean) / amax_c(q)).
+  std::vector<float> q_mul, k_mul;
+  if (rule.migrate_channels) {
+    std::vector<float> aq(ud, 0.0f), ak(ud, 0.0f);
+    for (int64_t x = 0; x < lq; ++x)
+      for (int64_t c = 0; c < d; ++c) aq[static_cast<size_t>(c)] = fp8_amax(aq[static_cast<size_t>(c)], q[x * d + c]);
+    for (int64_t t = 0; t < lk; ++t)
+      for (int64_t c = 0; c < d; ++c)
+        ak[static_cast<size_t>(c)] =
+            fp8_amax(ak[static_cast<size_t>(c)], k.level[0][t * d + c] - k_mean[static_cast<size_t>(c)]);
+    q_mul.resize(ud);
+    k_mul.resize(ud);
+    for (size_t c = 0; c < ud; ++c) {
+      const float a = aq[c] > 0.0f && ak[c] > 0.0f ? std::sqrt(ak[c] / aq[c]) : 1.0f;
+      q_mul[c] = a;
+      k_mul[c] = 1.0f / a;
+    }
+  }
+  Fp8HeadCpu h;
+  static_cast<Fp8KvCpu&>(h) =
+      quantize_kv(k, v, lk, d, block_n, rule, std::move(k_mean), k_mul.empty() ? nullptr : k_mul.data());
+  static_cast<Fp8QCpu&>(h) = quantize_q(q, lq, block_m, h, q_mul.empty() ? nullptr : q_mul.data());
+  return h;
+}
+
+void sparse_attention_fp8_cpu(const Fp8QCpu& hq, const Fp8KvCpu& h, const int8_t* levels, float scale, bool causal,
+                              int64_t x0, int64_t rows, float* out, float* lse) {
+  const int64_t d = h.d, lk = h.lk, nk = (lk + h.block_n - 1) / h.block_n, offset = lk - hq.lq;
   const float pmax = h.rule.pv_int8 ? kUint8Max : kE4m3Max;  // p is stored as p * pmax
   std::vector<float> acc(static_cast<size_t>(d));
   // The visible tokens of one row: logit, level index, token.
@@ -152,9 +185,9 @@ void sparse_attention_fp8_cpu(const Fp8HeadCpu& h, const int8_t* levels, float s
   };
   std::vector<Tok> toks;
   for (int64_t x = x0; x < x0 + rows; ++x) {
-    const int64_t i = x / h.block_m;
-    const float* qx = h.q8.data() + x * d;
-    const float sq = h.q_scale[static_cast<size_t>(h.rule.q_per_row ? x : i)];
+    const int64_t i = x / hq.block_m;
+    const float* qx = hq.q8.data() + x * d;
+    const float sq = hq.q_scale[static_cast<size_t>(h.rule.q_per_row ? x : i)];
     toks.clear();
     float m = neg_inf();
     for (int64_t j = 0; j < nk; ++j) {
@@ -195,8 +228,13 @@ void sparse_attention_fp8_cpu(const Fp8HeadCpu& h, const int8_t* levels, float s
                    : acc[static_cast<size_t>(c)] * (h.rule.v_per_block ? h.v_smax : h.v_scale[static_cast<size_t>(c)]) /
                          pmax / l;
     if (lse != nullptr)  // the logits left out q . k_mean * scale (the smoothing)
-      lse[x - x0] = empty ? neg_inf() : m + std::log(l) + h.q_dot_mean[static_cast<size_t>(x)] * scale;
+      lse[x - x0] = empty ? neg_inf() : m + std::log(l) + hq.q_dot_mean[static_cast<size_t>(x)] * scale;
   }
+}
+
+void sparse_attention_fp8_cpu(const Fp8HeadCpu& h, const int8_t* levels, float scale, bool causal, int64_t x0,
+                              int64_t rows, float* out, float* lse) {
+  sparse_attention_fp8_cpu(h, h, levels, scale, causal, x0, rows, out, lse);
 }
 
 }  // namespace psa

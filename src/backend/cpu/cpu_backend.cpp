@@ -122,6 +122,16 @@ class CpuForward {
     pool_kv_cpu(s_.k, s_.v, plan_.problem.len_k, plan_.problem.head_dim, plan_.k_blocks,
                 plan_.block_n, k_out, v_out);
   }
+  // precision fp8: K and V of the K/V head quantized once for every query head of its group,
+  // over the levels this route pooled (the block methods use level 1 alone: V's largest block
+  // scale is taken over the levels given).
+  void quantize_kv() {
+    const Problem& pb = plan_.problem;
+    Pyramid k = kp_, v = vp_;
+    if (!plan_.route.pyramid())
+      for (int li = 1; li < 4; ++li) k.level[li] = v.level[li] = nullptr;
+    kv8_ = fp8_quantize_kv_cpu(k, v, pb.len_k, pb.head_dim, plan_.block_n);
+  }
   void sim_cap() {
     sim_cap_head_cpu(s_.k, plan_.problem.len_k, plan_.problem.head_dim, plan_.k_blocks,
                      plan_.block_n, plan_.route.sim_threshold, s_.kpad, s_.cap);
@@ -156,15 +166,9 @@ class CpuForward {
     if (route_ == Route::kDense) {
       dense_attention_cpu(s_.q, pb.len_q, s_.k, s_.v, pb.len_k, pb.head_dim, plan_.scale,
                           plan_.route.causal, s_.out, s_.lse);
-    } else if (plan_.route.precision == PSA_PRECISION_FP8) {  // the 8-bit rule, evaluated exactly
-      // Only the levels this route pooled (the block methods use level 1 alone): V's largest
-      // block scale is taken over the levels given.
-      Pyramid k8 = kp_, v8 = vp_;
-      if (!plan_.route.pyramid())
-        for (int li = 1; li < 4; ++li) k8.level[li] = v8.level[li] = nullptr;
-      const Fp8HeadCpu h8 = fp8_quantize_head_cpu(s_.q, pb.len_q, k8, v8, pb.len_k, pb.head_dim,
-                                                  plan_.block_m, plan_.block_n);
-      sparse_attention_fp8_cpu(h8, s_.levels, plan_.scale, plan_.route.causal, 0, pb.len_q, s_.out, s_.lse);
+    } else if (fp8()) {  // the 8-bit rule, evaluated exactly (K/V: quantize_kv)
+      const Fp8QCpu q8 = fp8_quantize_q_cpu(s_.q, pb.len_q, plan_.block_m, kv8_);
+      sparse_attention_fp8_cpu(q8, kv8_, s_.levels, plan_.scale, plan_.route.causal, 0, pb.len_q, s_.out, s_.lse);
     } else {
       sparse_attention_cpu(s_.q, pb.len_q, kp_, vp_, pb.len_k, pb.head_dim, plan_.block_m,
                            plan_.block_n, s_.levels, plan_.scale, plan_.route.causal, s_.out, s_.lse);
@@ -178,6 +182,8 @@ class CpuForward {
   }
 
   LevelCounts& counts() { return counts_; }
+  // The sparse steps of this forward run the 8-bit rule (precision fp8; not the dense route).
+  bool fp8() const { return route_ != Route::kDense && plan_.route.precision == PSA_PRECISION_FP8; }
 
  private:
   // Counts the level map of (b, h) and copies it into the plan's kept map.
@@ -195,6 +201,7 @@ class CpuForward {
   CpuPlanData* kept_;
   Scratch s_{};
   Pyramid kp_, vp_;
+  Fp8KvCpu kv8_;  // precision fp8: the current K/V head, quantized (quantize_kv)
   const std::vector<int64_t> none_;
   const std::vector<int64_t>* qsrc_;
   const std::vector<int64_t>* ksrc_;
@@ -254,6 +261,7 @@ class CpuBackend final : public Backend {
           f.timed(PSA_STAGE_POOL, [&] { f.pool(); });
           if (plan.route.sim_cap()) f.timed(PSA_STAGE_MASK, [&] { f.sim_cap(); });
         }
+        if (f.fp8()) f.timed(PSA_STAGE_POOL, [&] { f.quantize_kv(); });  // as the GPU's pool pass
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
           f.timed(PSA_STAGE_REARRANGE, [&] { f.rearrange_q(b, h); });
           switch (route) {
