@@ -626,11 +626,14 @@ PSA_API psa_status psa_sparse_attention_clear_cache(void);
  * computes the same numbers either way.
  * [in] seq_len: t*h*w + text_length of the grid set on the context (any value >= 1 when no
  *      grid is set: identity, no text).
- * [out,opt] order: seq_len int64 entries, a permutation of 0..seq_len-1; NULL to skip.
+ * [out,opt] order: seq_len int64 entries, a permutation of 0..seq_len-1; NULL to skip (the
+ *      call then only checks seq_len and gives the text span: nothing in seq_len is
+ *      allocated).
  * [out,opt] text_begin, text_end: the text span [text_begin, text_end) in that order
  *      (0, 0 without text). Host memory.
  * Errors: PSA_ERR_INVALID_SHAPE when seq_len does not match the grid (the message names
- * both), PSA_ERR_UNSUPPORTED for rearrangements that are not implemented. */
+ * both), PSA_ERR_UNSUPPORTED for rearrangements that are not implemented,
+ * PSA_ERR_OUT_OF_MEMORY when the order cannot be built in host memory. */
 PSA_API psa_status psa_context_sequence_order(psa_context* context, int64_t seq_len,
                                               int64_t* order, int64_t* text_begin,
                                               int64_t* text_end);

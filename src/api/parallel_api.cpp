@@ -75,7 +75,8 @@ PSA_API psa_status psa_context_sequence_order(psa_context* context, int64_t seq_
   if (context->geometry.set) {
     psa::Config effective = context->cfg;
     if (effective.method == PSA_METHOD_DENSE) effective.use_rearrange = false;  // as plan.cpp
-    PSA_TRY(psa::build_sequence_plan(effective, context->geometry, seq_len, &plan));
+    // Without an order buffer only the text span is wanted: no memory in seq_len.
+    PSA_TRY(psa::build_sequence_plan(effective, context->geometry, seq_len, &plan, order != nullptr));
   }
   if (order != nullptr) {
     if (plan.src.empty()) {

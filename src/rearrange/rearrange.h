@@ -62,8 +62,10 @@ struct SequencePlan {
 //    (methods/rf_v2_spec.h). Method ada_bsa: identity, text span where the caller put it.
 //  - SemanticAware / Hybrid: PSA_ERR_UNSUPPORTED.
 // Errors: seq_len != geometry.total_tokens() (PSA_ERR_INVALID_SHAPE, message names both),
-// STA grid not divisible by the tile (PSA_ERR_INVALID_CONFIG).
+// STA grid not divisible by the tile (PSA_ERR_INVALID_CONFIG). with_src false: the same checks
+// and text span, src left empty (no memory in the sequence length: a caller that wants only
+// the span, e.g. psa_context_sequence_order without an order buffer).
 psa_status build_sequence_plan(const Config& config, const VideoGeometry& geometry,
-                               int64_t seq_len, SequencePlan* plan);
+                               int64_t seq_len, SequencePlan* plan, bool with_src = true);
 
 }  // namespace psa

@@ -70,7 +70,7 @@ void build_rf_v2_src(const VideoGeometry& g, int64_t caller_video, int64_t calle
 }  // namespace
 
 psa_status build_sequence_plan(const Config& config, const VideoGeometry& geometry,
-                               int64_t seq_len, SequencePlan* plan) {
+                               int64_t seq_len, SequencePlan* plan, bool with_src) {
   PSA_RETURN_IF(plan == nullptr, PSA_ERR_NULL_POINTER, "plan is NULL");
   PSA_RETURN_IF(seq_len < 0, PSA_ERR_INVALID_SHAPE, "seq_len = %" PRId64 ": expected >= 0",
                 seq_len);
@@ -100,7 +100,12 @@ psa_status build_sequence_plan(const Config& config, const VideoGeometry& geomet
   out.frame_tokens = geometry.h * geometry.w;
   // The block-sparse methods fix their own token order; use_rearrange does not apply.
   if (config.method == PSA_METHOD_RF_V2) {
-    build_rf_v2_src(geometry, caller_video, caller_text, &out);
+    if (with_src) {
+      build_rf_v2_src(geometry, caller_video, caller_text, &out);
+    } else {
+      out.text_begin = T > 0 ? N : 0;  // as build_rf_v2_src
+      out.text_end = T > 0 ? N + T : 0;
+    }
     *plan = std::move(out);
     return PSA_OK;
   }
@@ -114,12 +119,14 @@ psa_status build_sequence_plan(const Config& config, const VideoGeometry& geomet
     case PSA_REARRANGE_GILBERT: {
       // [video in curve order, text]: text moves to the end whatever its caller position, the
       // layout the reference's old-format text rule assumes (spec 4.7, 7.2).
-      const std::vector<int64_t> f = gilbert3d_order(geometry.w, geometry.h, geometry.t);
-      out.src.resize(static_cast<size_t>(N + T));
-      for (int64_t i = 0; i < N; ++i) {
-        out.src[static_cast<size_t>(i)] = caller_video + f[static_cast<size_t>(i)];
+      if (with_src) {
+        const std::vector<int64_t> f = gilbert3d_order(geometry.w, geometry.h, geometry.t);
+        out.src.resize(static_cast<size_t>(N + T));
+        for (int64_t i = 0; i < N; ++i) {
+          out.src[static_cast<size_t>(i)] = caller_video + f[static_cast<size_t>(i)];
+        }
+        for (int64_t j = 0; j < T; ++j) out.src[static_cast<size_t>(N + j)] = caller_text + j;
       }
-      for (int64_t j = 0; j < T; ++j) out.src[static_cast<size_t>(N + j)] = caller_text + j;
       out.text_begin = T > 0 ? N : 0;
       out.text_end = T > 0 ? N + T : 0;
       break;
@@ -139,6 +146,7 @@ psa_status build_sequence_plan(const Config& config, const VideoGeometry& geomet
                     tT, tH, tW, geometry.t, geometry.h, geometry.w, geometry.t % tT,
                     geometry.h % tH, geometry.w % tW);
       // Text stays where the caller put it; only the video part is tiled.
+      if (!with_src) break;
       const std::vector<int64_t> f = sta_order(geometry.w, geometry.h, geometry.t, tT, tH, tW);
       out.src.resize(static_cast<size_t>(N + T));
       for (int64_t j = 0; j < T; ++j) {

@@ -11,6 +11,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "common/api_util.h"
 #include "common/test_util.h"
@@ -178,6 +179,53 @@ TEST(SequenceOrder, IdentityWithoutGridAndErrors) {
             PSA_ERR_INVALID_SHAPE);
   EXPECT_EQ(psa_context_sequence_order(nullptr, 32, nullptr, nullptr, nullptr),
             PSA_ERR_NULL_POINTER);
+}
+
+// Without an order buffer the call gives the same text span and errors, and allocates nothing
+// in seq_len: a grid of 2^40 video tokens (+ text) answers at once.
+TEST(SequenceOrder, TextSpanWithoutOrderBuffer) {
+  struct Way {
+    psa_method method;
+    int use_rearrange;
+    psa_rearrange rearrange;
+  };
+  const Way ways[] = {{PSA_METHOD_PSA, 1, PSA_REARRANGE_GILBERT},
+                      {PSA_METHOD_PSA, 1, PSA_REARRANGE_STA},
+                      {PSA_METHOD_PSA, 0, PSA_REARRANGE_GILBERT},
+                      {PSA_METHOD_RF_V2, 1, PSA_REARRANGE_GILBERT}};
+  for (const Way& w : ways) {
+    ConfigPtr cfg = preset("Wan2.1_1.3b", "psa_balanced");
+    PSA_ASSERT_OK(psa_config_set_int(cfg.get(), PSA_PARAM_METHOD, w.method));
+    PSA_ASSERT_OK(psa_config_set_int(cfg.get(), PSA_PARAM_USE_REARRANGE, w.use_rearrange));
+    PSA_ASSERT_OK(psa_config_set_int(cfg.get(), PSA_PARAM_REARRANGE_METHOD, w.rearrange));
+    PSA_ASSERT_OK(psa_config_set_int(cfg.get(), PSA_PARAM_STA_TILE_T, 1));
+    PSA_ASSERT_OK(psa_config_set_int(cfg.get(), PSA_PARAM_STA_TILE_H, 4));
+    PSA_ASSERT_OK(psa_config_set_int(cfg.get(), PSA_PARAM_STA_TILE_W, 4));
+    ContextPtr ctx = make_ctx(cfg.get());
+    for (psa_text_position pos : {PSA_TEXT_FIRST, PSA_TEXT_LAST}) {
+      SCOPED_TRACE(std::to_string(w.method) + "/" + std::to_string(w.use_rearrange) + "/" +
+                   std::to_string(w.rearrange) + " text " + std::to_string(pos));
+      PSA_ASSERT_OK(psa_context_set_video_grid(ctx.get(), 2, 8, 8, 5, pos));
+      std::vector<int64_t> order(133);
+      int64_t b0 = -1, e0 = -1, b1 = -2, e1 = -2;
+      PSA_ASSERT_OK(psa_context_sequence_order(ctx.get(), 133, order.data(), &b0, &e0));
+      PSA_ASSERT_OK(psa_context_sequence_order(ctx.get(), 133, nullptr, &b1, &e1));
+      EXPECT_EQ(b0, b1);
+      EXPECT_EQ(e0, e1);
+      EXPECT_EQ(5, e0 - b0);
+      for (int64_t x = b0; x < e0; ++x) {  // the caller's text tokens
+        const int64_t src = order[static_cast<size_t>(x)];
+        EXPECT_TRUE(pos == PSA_TEXT_FIRST ? src < 5 : src >= 128) << src;
+      }
+      EXPECT_EQ(PSA_ERR_INVALID_SHAPE, psa_context_sequence_order(ctx.get(), 132, nullptr, &b1, &e1));
+      // 2^40 video tokens and 3 text tokens.
+      const int64_t side = int64_t{1} << 20;
+      PSA_ASSERT_OK(psa_context_set_video_grid(ctx.get(), 1, side, side, 3, pos));
+      PSA_ASSERT_OK(psa_context_sequence_order(ctx.get(), side * side + 3, nullptr, &b1, &e1));
+      EXPECT_EQ(3, e1 - b1);
+      EXPECT_TRUE(b1 == 0 || b1 == side * side) << b1;
+    }
+  }
 }
 
 // Double reference of the merge.
