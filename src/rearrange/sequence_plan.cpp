@@ -63,8 +63,6 @@ void build_rf_v2_src(const VideoGeometry& g, int64_t caller_video, int64_t calle
       for (int64_t x = 0; x < g.w; ++x, ++r)
         out->src[static_cast<size_t>(rf_v2_newpos(f, y, x, g.h, g.w))] = caller_video + r;
   for (int64_t j = 0; j < T; ++j) out->src[static_cast<size_t>(N + j)] = caller_text + j;
-  out->text_begin = T > 0 ? N : 0;
-  out->text_end = T > 0 ? N + T : 0;
 }
 
 }  // namespace
@@ -100,12 +98,9 @@ psa_status build_sequence_plan(const Config& config, const VideoGeometry& geomet
   out.frame_tokens = geometry.h * geometry.w;
   // The block-sparse methods fix their own token order; use_rearrange does not apply.
   if (config.method == PSA_METHOD_RF_V2) {
-    if (with_src) {
-      build_rf_v2_src(geometry, caller_video, caller_text, &out);
-    } else {
-      out.text_begin = T > 0 ? N : 0;  // as build_rf_v2_src
-      out.text_end = T > 0 ? N + T : 0;
-    }
+    if (with_src) build_rf_v2_src(geometry, caller_video, caller_text, &out);
+    out.text_begin = T > 0 ? N : 0;  // text last
+    out.text_end = T > 0 ? N + T : 0;
     *plan = std::move(out);
     return PSA_OK;
   }
