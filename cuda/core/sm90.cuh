@@ -25,10 +25,13 @@ namespace sm90 {
 // itself (no round trip through an integer) keeps the result known to be shared memory, so the
 // accesses through it compile to LDS/STS; after a uintptr_t round trip they were generic loads
 // and stores (LD.E / ST.E), each also resolving the address space.
-__device__ __forceinline__ unsigned char* align_smem_1024(unsigned char* raw) {
+template <uint32_t kAlign>
+__device__ __forceinline__ unsigned char* align_smem(unsigned char* raw) {
+  static_assert((kAlign & (kAlign - 1)) == 0, "a power of two");
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
-  return raw + ((1024u - (a & 1023u)) & 1023u);
+  return raw + ((kAlign - (a & (kAlign - 1))) & (kAlign - 1));
 }
+__device__ __forceinline__ unsigned char* align_smem_1024(unsigned char* raw) { return align_smem<1024>(raw); }
 
 // Element offset of (row, 16-byte chunk) in a swizzled [R][D] tile.
 template <int R>
@@ -50,6 +53,20 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
       "r"(parity)
       : "memory");
+}
+// Adds `bytes` to the transaction count the current phase waits for (no arrival).
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// 4-byte shared-memory access at a shared-window address, for address arithmetic the compiler
+// cannot see through a pointer (XORs on the absolute address).
+__device__ __forceinline__ uint32_t lds_b32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ void sts_b32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 // Adds `bytes` to the transaction count the current phase waits for, and arrives.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {

@@ -62,11 +62,15 @@ struct Fp8Traits {
   static constexpr size_t kOffBar = kOffQinfo + sizeof(float) * 2 * kQinfoFloats;
   static constexpr int kBars = 6 * kStages + 6;  // K, V, Vt landed; K, Vt, V free; Q full, Q free, plan x 2
   static constexpr size_t kOffPlan = kOffBar + sizeof(uint64_t) * kBars;
-  static constexpr size_t kSmemBytes = kOffPlan + 2 * sizeof(RowPlan) + 1024;
+  // The window is aligned to 16 KB (the transposers' addressing): up to 16 KB of padding.
+  static constexpr size_t kAlign = 16384;
+  static constexpr size_t kSmemBytes = kOffPlan + 2 * sizeof(RowPlan) + kAlign;
   static_assert(kSmemBytes <= 227 * 1024, "fits the sm90 shared-memory carve-out");
   static_assert(kOffQ8 % 1024 == 0 && kOffK % 1024 == 0 && kOffV % 1024 == 0 && kOffVt % 1024 == 0,
                 "swizzle atoms start on 1024 bytes");
   static_assert(kOffBar % 8 == 0, "mbarriers are 8-byte aligned");
+  static_assert(kTile8 == 16384 && kOffV % 16384 == 0 && kOffVt % 16384 == 0,
+                "the transposers' XOR offsets (below bit 14) commute with the V tiles' starts");
 };
 
 // Kernel parameters: the common block (q, out, lse, work list, dims, scale), the bf16 Q map,
@@ -102,7 +106,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
   using Tr = Fp8Traits;
   constexpr int BM = Tr::kBM, KT = Tr::kKT, S = Tr::kStages, D = Tr::kD;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = align_smem_1024(smem_raw);
+  unsigned char* smem = align_smem<Tr::kAlign>(smem_raw);
   unsigned char* sK = smem + Tr::kOffK;
   unsigned char* sV = smem + Tr::kOffV;
   unsigned char* sVt = smem + Tr::kOffVt;
@@ -202,28 +206,51 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         const int kc = v >> 5, dg_lane = v & 31;
         const int k32 = kc >> 3, kl = (kc & 7) * 4;  // 32-key step, first logical key in it
         const int it0 = role == 1 ? 0 : 16;
-        int key[4];
+        // Unit it of the lane's half has d group dg = dgb ^ it (dgb = dg(l) ^ it0), and both
+        // swizzled offsets are linear in it over XOR: a load of key row key[u] sits at
+        // ld[u] ^ (it << 2) (the 16-byte chunk and the 4-byte word inside it take it's bits
+        // 2-3 and 0-1), a store of d row 4 dg + u at st[u] ^ (it << 9) ^ ((it & 1) << 6) (the
+        // row moves by 4 it; its low 3 bits, which pick the chunk, only by (it & 1) << 2). So
+        // with the loop unrolled each access costs one XOR with a constant beside the base.
+        const int dgb = dg_lane ^ it0;
+        int ld[4], st[4];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) key[u] = k32 * 32 + phys_of_logical(kl + u);
+        for (int u = 0; u < 4; ++u) {
+          ld[u] = off8(k32 * 32 + phys_of_logical(kl + u), dgb * 4);
+          st[u] = off8(dgb * 4 + u, k32 * 32 + kl);
+        }
         for (int32_t t = 0; t < total; ++t) {
           const int32_t u_ring = T0 + t;
           const int s = u_ring % S;
           mbar_wait(bar_v(s), (u_ring / S) & 1);
           if (u_ring >= S) mbar_wait(bar_ev(s), ((u_ring / S) - 1) & 1);
-          const unsigned char* src = sV + s * Tr::kTile8;
-          unsigned char* dst = sVt + s * Tr::kTile8;
-#pragma unroll 4
-          for (int it = 0; it < 16; ++it) {
-            const int d0 = ((dg_lane ^ (it0 + it))) * 4;
-            uint32_t a[4];
+          // Shared-window addresses: smem and the tiles start on 16 KB (the alignment below and
+          // the static_asserts), so adding a tile's start commutes with the XORs, which stay
+          // below bit 14; each access is then one XOR and the load or store.
+          const uint32_t v_at = smem_addr(smem) + static_cast<uint32_t>(Tr::kOffV + s * Tr::kTile8);
+          const uint32_t vt_at = smem_addr(smem) + static_cast<uint32_t>(Tr::kOffVt + s * Tr::kTile8);
+#pragma unroll 1
+          for (int j = 0; j < 4; ++j) {  // units it = 4 j + i
+            uint32_t lj[4], sj[4], a[4][4];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) a[u] = *reinterpret_cast<const uint32_t*>(src + off8(key[u], d0));
-            const uint32_t t0 = __byte_perm(a[0], a[1], 0x5140), t1 = __byte_perm(a[2], a[3], 0x5140);
-            const uint32_t t2 = __byte_perm(a[0], a[1], 0x7362), t3 = __byte_perm(a[2], a[3], 0x7362);
-            const uint32_t b4[4] = {__byte_perm(t0, t1, 0x5410), __byte_perm(t0, t1, 0x7632),
-                                    __byte_perm(t2, t3, 0x5410), __byte_perm(t2, t3, 0x7632)};
+            for (int u = 0; u < 4; ++u) {
+              lj[u] = (v_at + ld[u]) ^ (j << 4);
+              sj[u] = (vt_at + st[u]) ^ (j << 11);
+            }
+            // The four units' loads first, so their latencies overlap.
 #pragma unroll
-            for (int u = 0; u < 4; ++u) *reinterpret_cast<uint32_t*>(dst + off8(d0 + u, k32 * 32 + kl)) = b4[u];
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+              for (int u = 0; u < 4; ++u) a[i][u] = lds_b32(lj[u] ^ (i << 2));
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const uint32_t t0 = __byte_perm(a[i][0], a[i][1], 0x5140), t1 = __byte_perm(a[i][2], a[i][3], 0x5140);
+              const uint32_t t2 = __byte_perm(a[i][0], a[i][1], 0x7362), t3 = __byte_perm(a[i][2], a[i][3], 0x7362);
+              const uint32_t b4[4] = {__byte_perm(t0, t1, 0x5410), __byte_perm(t0, t1, 0x7632),
+                                      __byte_perm(t2, t3, 0x5410), __byte_perm(t2, t3, 0x7632)};
+#pragma unroll
+              for (int u = 0; u < 4; ++u) sts_b32(sj[u] ^ (i << 9) ^ ((i & 1) << 6), b4[u]);
+            }
           }
           fence_proxy_async();  // the generic writes before the consumers' wgmma reads
           mbar_arrive(bar_vt(s));
@@ -247,6 +274,21 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         const int32_t* ent = te.ent;
         unsigned char* dst = (vw ? sV : sK) + s * Tr::kTile8;
         const uint32_t bar = vw ? bar_v(s) : bar_k(s);
+        // The tile's boxes go out as soon as the stage is free; the K warp's tables and the
+        // zero rows follow while they fly (the stage's barrier completes on both: the bytes
+        // and the 32 arrivals below).
+        auto issue_boxes = [&] {
+          if (lane == 0) mbar_expect_tx(bar, static_cast<uint32_t>(loaded) * D);
+          __syncwarp();
+          const CUtensorMap* map = vw ? &sp.v[li] : &sp.k[li];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int e = lane + 32 * j;
+            if (e < entries)
+              tma_load_4d(smem_addr(dst + (e << lg) * 128), map, bar, 0, ent[j] << lg, static_cast<int>(hk),
+                          static_cast<int>(b));
+          }
+        };
         if (!vw) {
           // Per-entry scales (read before the stage wait so the loads overlap it).
           float ks[4], f[4];
@@ -263,6 +305,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           }
           bool all = tile_all_valid<KT>(p, plan, te);
           if (u_ring >= S) mbar_wait(bar_ek(s), use_parity);
+          issue_boxes();
           // Every entry slot of the tile, past `entries` too (s_k 0, f 1): the column pass below
           // reads the slot of each column, and the zero rows' logits must be 0 * s_k, not 0 *
           // stale bits.
@@ -289,10 +332,11 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
             pair[pp] = make_float4(ea.x, eb.x, cb0, cb1);
             pair[KT / 2 + pp] = make_float4(ea.y, eb.y, ea.z, eb.z);
           }
-        } else if (u_ring >= S) {
-          mbar_wait(bar_evr(s), use_parity);
+        } else {
+          if (u_ring >= S) mbar_wait(bar_evr(s), use_parity);
+          issue_boxes();
         }
-        if (loaded < KT) {  // rows past the stream: zeros (warp-uniform)
+        if (loaded < KT) {  // rows past the stream (none of the boxes'): zeros (warp-uniform)
           for (int c = loaded * 8 + lane; c < KT * 8; c += 32) {
             const int kr = c >> 3, cc = c & 7;
             *reinterpret_cast<uint4*>(dst + off8(kr, cc * 16)) = make_uint4(0, 0, 0, 0);
@@ -300,18 +344,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           fence_proxy_async();
         }
         __syncwarp();
-        if (lane == 0)
-          mbar_arrive_expect_tx(bar, static_cast<uint32_t>(loaded) * D);
-        else
-          mbar_arrive(bar);
-        const CUtensorMap* map = vw ? &sp.v[li] : &sp.k[li];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int e = lane + 32 * j;
-          if (e < entries)
-            tma_load_4d(smem_addr(dst + (e << lg) * 128), map, bar, 0, ent[j] << lg, static_cast<int>(hk),
-                        static_cast<int>(b));
-        }
+        mbar_arrive(bar);
       }
       if (vw) mbar_arrive(bar_qe(q));  // this lane's reads of the plan are done
       T0 += total;
