@@ -65,7 +65,6 @@ psa_status attention_cuda(const AttentionArgs& a, cudaStream_t stream) {
 
   AttnKernelParams p{};
   fill_row_params(a, &p);
-  p.q_rows = a.q_rows;
   const int64_t nk = p.nk;
   p.k[0] = a.k;
   p.v[0] = a.v;

@@ -20,6 +20,7 @@ struct AttentionFp8Args {
   float scale = 0.0f;
   const void* q = nullptr;           // [B, Hq, Lq, 128] with element strides, rows 16-byte aligned
   int64_t q_stride[4] = {0, 0, 0, 1};
+  const int64_t* q_rows = nullptr;   // [Lq] row x of the problem reads q row q_rows[x]; NULL = x
   // gather_pool_fp8_cuda's outputs, read only: 8-bit K / V per level index (contiguous
   // [B*Hkv, len_li, 128]) and the scales.
   Fp8KvOut kv;

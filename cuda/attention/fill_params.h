@@ -1,7 +1,7 @@
 // cuda/attention/fill_params.h -- attention stage, entry layer: the part of the kernel parameter
 // block that the 16-bit entry (attention.cu) and the 8-bit one (sm90/attention_fp8_sm90.cu) fill
 // alike from their argument structs (same member names): q and out with their strides, lse, the
-// row orders, the work list, the problem's sizes and the scale.
+// row orders (q_rows, out_rows), the work list, the problem's sizes and the scale.
 #pragma once
 #include <cstdint>
 
@@ -17,6 +17,7 @@ void fill_row_params(const Args& a, AttnKernelParams* p) {
   p->q_sb = a.q_stride[0];
   p->q_sh = a.q_stride[1];
   p->q_sl = a.q_stride[2];
+  p->q_rows = a.q_rows;
   p->out = a.out;
   p->o_sb = a.o_stride[0];
   p->o_sh = a.o_stride[1];

@@ -16,7 +16,8 @@
 //     level-8 entries at block_n 64); warps 1 and 3 of the producer warpgroup transpose each
 //     tile into [d][keys] (wgmma takes 8-bit B K-major only), in that key order;
 //   - out = O * s_v,max / 448 / l; lse = m + ln l + (q . k_mean) * scale.
-// Head dim 128, block_m 128, non-causal, work-list rows (no dense path), Q in place (no q_rows).
+// Head dim 128, block_m 128, non-causal, work-list rows (no dense path); Q in token order or
+// through q_rows (one-row boxes issued by the K warp's lanes).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -167,6 +168,21 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     // ================================ producer ================================
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegs));
     const int role = warp;  // 0: K warp, 2: V warp, 1 and 3: transposers
+    // Q through q_rows (the K warp): lane l loads rows l + 32 j of the row's query block, one
+    // single-row box per row and 64-column panel. Each lane holds the next row's source rows,
+    // read a row ahead, so the index loads are off the row start. Rows past len_q keep their
+    // own index, out of bounds, so TMA fills them with zeros.
+    int qsrc[BM / 32];
+    auto load_qsrc = [&](int64_t r) {
+      if (p.q_rows == nullptr || role != 0 || r >= n_rows) return;
+      const int64_t x0 = (r % p.mq) * BM;
+#pragma unroll
+      for (int j = 0; j < BM / 32; ++j) {
+        const int64_t x = x0 + lane + 32 * j;
+        qsrc[j] = static_cast<int>(x < p.len_q ? p.q_rows[x] : x);
+      }
+    };
+    load_qsrc(blockIdx.x);
     int32_t T0 = 0;
     int n = 0;
     for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x, ++n) {
@@ -185,9 +201,20 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         plan_row_stream(p, r, x0, BM, KT, plan);
         mbar_arrive(bar_pl(q));
         mbar_arrive_expect_tx(bar_qf(q), static_cast<uint32_t>(Tr::kQBytes));  // releases the plan
-        for (int pn = 0; pn < D / 64; ++pn)
-          tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64), &sp.q, bar_qf(q), pn * 64, static_cast<int>(x0),
-                      static_cast<int>(h), static_cast<int>(b));
+        if (p.q_rows == nullptr)
+          for (int pn = 0; pn < D / 64; ++pn)
+            tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64), &sp.q, bar_qf(q), pn * 64, static_cast<int>(x0),
+                        static_cast<int>(h), static_cast<int>(b));
+      }
+      if (role == 0 && p.q_rows != nullptr) {
+        __syncwarp();  // the expected bytes before the boxes
+#pragma unroll
+        for (int j = 0; j < BM / 32; ++j)
+#pragma unroll
+          for (int pn = 0; pn < D / 64; ++pn)
+            tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64 + (lane + 32 * j) * 64), &sp.q, bar_qf(q), pn * 64,
+                        qsrc[j], static_cast<int>(h), static_cast<int>(b));
+        load_qsrc(r + gridDim.x);
       }
       __syncwarp();
       const int32_t total = plan->total;

@@ -1,5 +1,6 @@
 // cuda/attention/sm90/attention_fp8_sm90.cu -- attention stage, the 8-bit path's launcher and
-// entry for Hopper: the TMA tensor maps (bf16 Q as the 16-bit kernel's; 8-bit K / V per level,
+// entry for Hopper: the TMA tensor maps (bf16 Q as the 16-bit kernel's, one-row boxes when Q is
+// read through q_rows; 8-bit K / V per level,
 // boxes of 128 bytes x block_n / p rows), the persistent-grid launch of
 // attention_fp8_kernel_sm90.cuh's kernel and the checks. The kernel body exists only in the
 // sm_90a pass; attention_fp8_supported keeps the sm_80 pass's empty kernel from being launched.
@@ -87,7 +88,7 @@ psa_status attention_fp8_cuda(const AttentionFp8Args& a, cudaStream_t stream) {
   sp.v_smax = a.kv.v_smax;
   const bool f16 = a.dtype == PSA_DTYPE_F16;
   PSA_RETURN_IF(!sm90::encode_map(&sp.q, f16, a.q, a.dims.batch, a.dims.heads_q, a.dims.len_q, 128, a.q_stride[0],
-                                  a.q_stride[1], a.q_stride[2], 128),
+                                  a.q_stride[1], a.q_stride[2], a.q_rows != nullptr ? 1 : 128),
                 PSA_ERR_UNSUPPORTED, "fp8 attention: TMA cannot describe q (strides)");
   for (int li = 0; li < 4; ++li) {
     const int64_t rows = li == 0 ? a.dims.len_k : (nk * a.dims.block_n) >> li;

@@ -83,12 +83,11 @@ class CudaForward {
     const int64_t k_str[4] = {pb_.heads_kv * pb_.len_k * pb_.head_dim, pb_.len_k * pb_.head_dim, pb_.head_dim, 1};
     std::copy(q_str, q_str + 4, contiguous_q_);
     std::copy(k_str, k_str + 4, contiguous_k_);
-    // PSA reads the caller's Q in place through q_src (importance and attention) when its
-    // rows are 16-byte aligned; otherwise, and for the block methods, Q is gathered. The 8-bit
-    // kernel reads Q through a TMA map without a row index: in place only in token order.
+    // PSA reads the caller's Q in place through q_src (importance and attention, both
+    // precisions) when its rows are 16-byte aligned; otherwise, and for the block methods, Q
+    // is gathered.
     fp8_ = plan.route.psa() && plan.route.precision == PSA_PRECISION_FP8;
-    q_in_place_ = plan.route.psa() && gpu::attention_rows_aligned(a.q, a.q_stride) &&
-                  (!fp8_ || data.q_src == nullptr);
+    q_in_place_ = plan.route.psa() && gpu::attention_rows_aligned(a.q, a.q_stride);
     q_use_ = q_in_place_ ? a.q : ws_ + w_.q;
     q_use_stride_ = q_in_place_ ? a.q_stride : contiguous_q_;
     q_use_rows_ = q_in_place_ ? data.q_src : nullptr;
@@ -298,6 +297,7 @@ class CudaForward {
     at.scale = base.scale;
     at.q = base.q;
     std::copy(base.q_stride, base.q_stride + 4, at.q_stride);
+    at.q_rows = base.q_rows;
     at.kv = fp8_out();
     at.wl_blocks = base.wl_blocks;
     at.wl_count = base.wl_count;
