@@ -306,7 +306,7 @@ TEST(CudaFp8Forward, MatchesTheHostOracleOnItsOwnLevelMap) {
   PSA_REQUIRE_GPU();
   if (!fp8_kernels_run())
     GTEST_SKIP() << "the 8-bit kernels run on compute capability 9.x (FallsBackToDefault covers others)";
-  Case a;  // rearranged (Q gathered), bf16, block_n 64, graph replay
+  Case a;  // rearranged (Q read in place through the row index), bf16, block_n 64, graph replay
   check_against_oracle(a);
   Case b;  // token order (Q read in place), f16, GQA, text tokens, block_n 32
   b.rearrange = false;
