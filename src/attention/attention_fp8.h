@@ -55,6 +55,10 @@ struct Fp8Rule {
   // V with one scale per (level, key block) over all channels, folded into the weights (else one
   // scale per channel over all tokens: a pass over all of V before the quantization).
   bool v_per_block = true;
+  // V's block scales rounded up to powers of two (fp8_scale_pow2): every share f and 1 / f is
+  // then an exact power of two, so that a kernel can sum l = sum w8 / (448 f) on the tensor
+  // cores (1 / f exact in e4m3 up to 2^8). Not the rule yet; its accuracy is in the study.
+  bool v_scale_pow2 = false;
   // Q's channels times a_c and K's divided by it before quantizing (the product is unchanged),
   // a_c = sqrt(amax_c(k - mean) / amax_c(q)) over the head: balances channels whose magnitude
   // differs between Q and K (a pass over both before the quantization).

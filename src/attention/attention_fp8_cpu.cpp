@@ -14,10 +14,10 @@ namespace psa {
 namespace {
 
 // Quantizes rows [0, rows) of x [rows, d] in groups of `group` rows (the last may be shorter),
-// one scale per group, after y = (x - mean[c]) * mul[c] (either NULL: none). `amaxes` (optional)
-// receives each group's largest finite magnitude.
+// one scale per group (fp8_scale, or fp8_scale_pow2 with pow2), after y = (x - mean[c]) * mul[c]
+// (either NULL: none). `amaxes` (optional) receives each group's largest finite magnitude.
 void quantize_groups(const float* x, int64_t rows, int64_t d, int64_t group, const float* mean, const float* mul,
-                     bool round, bool int8, float* x8, float* scales, float* amaxes = nullptr) {
+                     bool round, bool int8, float* x8, float* scales, float* amaxes = nullptr, bool pow2 = false) {
   auto pre = [&](int64_t i) {
     const float y = mean != nullptr ? x[i] - mean[i % d] : x[i];
     return mul != nullptr ? y * mul[i % d] : y;
@@ -26,7 +26,8 @@ void quantize_groups(const float* x, int64_t rows, int64_t d, int64_t group, con
     const int64_t g1 = std::min(rows, g0 + group);
     float amax = 0.0f;
     for (int64_t i = g0 * d; i < g1 * d; ++i) amax = fp8_amax(amax, pre(i));
-    const Fp8Scale sc = fp8_scale(amax, int8 ? kInt8Max : kE4m3Max);
+    const float qmax = int8 ? kInt8Max : kE4m3Max;
+    const Fp8Scale sc = pow2 ? fp8_scale_pow2(amax, qmax) : fp8_scale(amax, qmax);
     for (int64_t i = g0 * d; i < g1 * d; ++i) {
       const float y = pre(i);
       x8[i] = !round ? y * sc.inv : (int8 ? int8_quantize(y, sc.inv) : fp8_quantize(y, sc.inv));
@@ -91,7 +92,7 @@ Fp8KvCpu quantize_kv(const Pyramid& k, const Pyramid& v, int64_t lk, int64_t d, 
       h.v_share[li].resize(static_cast<size_t>(nk));
       v_amax[li].resize(static_cast<size_t>(nk));
       quantize_groups(v.level[li], len, d, block_n / level, nullptr, nullptr, rule.round_v, rule.pv_int8,
-                      h.v8[li].data(), h.v_share[li].data(), v_amax[li].data());
+                      h.v8[li].data(), h.v_share[li].data(), v_amax[li].data(), rule.v_scale_pow2);
       for (size_t j = 0; j < h.v_share[li].size(); ++j)
         if (v_amax[li][j] > 0.0f) h.v_smax = std::max(h.v_smax, h.v_share[li][j]);
       continue;

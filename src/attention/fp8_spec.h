@@ -71,6 +71,24 @@ PSA_HD Fp8Scale fp8_scale(float amax, float qmax = kE4m3Max) {
   return Fp8Scale{inv, amax / qmax};
 }
 
+// The same group's scale rounded up to a power of two: s = the smallest normal power of two >=
+// amax / qmax (that quotient correctly rounded first), inv = 1 / s, both exact. The values then
+// use (qmax / 2, qmax] of the format at most instead of all of it; for e4m3, a floating-point
+// format, that changes no value's relative precision above the subnormal range. Same fallback
+// as fp8_scale.
+PSA_HD Fp8Scale fp8_scale_pow2(float amax, float qmax = kE4m3Max) {
+  const float r = amax / qmax;
+  if (!(amax > 0.0f) || !(r <= 3.402823466e38f)) return Fp8Scale{1.0f, 1.0f};
+  const uint32_t b = float_bits(r);
+  uint32_t e = b >> 23;  // biased exponent (r > 0)
+  if (e == 0) {
+    e = 1;  // subnormal quotient: 2^-126 bounds it
+  } else if ((b & 0x7fffffu) != 0) {
+    ++e;    // not a power of two already: the next one (e <= 254: r < FLT_MAX / 127)
+  }
+  return Fp8Scale{bits_float((254u - e) << 23), bits_float(e << 23)};
+}
+
 // The largest finite magnitude of a and b (amax accumulation; NaN and +-inf skipped).
 PSA_HD float fp8_amax(float acc, float x) {
   const float a = x < 0.0f ? -x : x;

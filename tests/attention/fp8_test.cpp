@@ -143,6 +143,33 @@ TEST(Fp8Formats, ScaleRule) {
   for (float x : {NAN, INFINITY, -INFINITY}) EXPECT_TRUE(std::isnan(psa::fp8_quantize(x, 1.0f))) << x;
 }
 
+TEST(Fp8Formats, PowerOfTwoScaleRule) {
+  const uint64_t seed = psa_test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> lg(-100.0, 120.0);  // quotients stay normal
+  for (int i = 0; i < 20000; ++i) {
+    const float amax = static_cast<float>(std::exp2(lg(rng)));
+    const float qmax = i % 2 == 0 ? 448.0f : 127.0f;
+    const psa::Fp8Scale s = psa::fp8_scale_pow2(amax, qmax);
+    int e = 0;
+    ASSERT_EQ(0.5, std::frexp(static_cast<double>(s.s), &e)) << amax << ": a power of two";
+    ASSERT_EQ(1.0f, s.s * s.inv) << amax << ": inv = 1 / s exactly";
+    const float r = amax / qmax;
+    ASSERT_GE(s.s, r) << amax << ": the values stay within qmax";
+    ASSERT_LT(s.s / 2.0f, r) << amax << ": the smallest such power";
+  }
+  EXPECT_EQ(1.0f, psa::fp8_scale_pow2(448.0f).s);        // already a power of two: kept
+  EXPECT_EQ(0.25f, psa::fp8_scale_pow2(112.0f).s);
+  EXPECT_EQ(0.5f, psa::fp8_scale_pow2(112.5f).s);
+  EXPECT_EQ(2.0f, psa::fp8_scale_pow2(112.5f).inv);
+  EXPECT_EQ(std::ldexp(1.0f, -126), psa::fp8_scale_pow2(1e-40f).s);  // subnormal quotient: 2^-126
+  for (float amax : {0.0f, NAN, -1.0f}) {
+    EXPECT_EQ(1.0f, psa::fp8_scale_pow2(amax).inv) << amax;
+    EXPECT_EQ(1.0f, psa::fp8_scale_pow2(amax).s) << amax;
+  }
+}
+
 // One head with its pyramid (fp32, pool_pyramid_cpu) and a random level map.
 struct Head {
   int64_t lq, lk, d, bm, bn;
@@ -211,9 +238,10 @@ std::vector<double> reference(const Head& h, const psa::Fp8Rule& rule) {
   const double p_max = rule.pv_int8 ? 255.0 : 448.0;
   // Groups of `group` rows, one scale each, of y = (x - mean) * mul (per channel).
   std::vector<double> amaxes;  // of the last call's groups
+  // pow2: the scale rounded up to a power of two (2^ceil(log2(amax / qmax)), at least 2^-126).
   auto quant = [&](const std::vector<float>& x, int64_t rows, int64_t group, const std::vector<float>& mean,
                    const std::vector<float>& mul, bool int8, float qmax, std::vector<double>& x8,
-                   std::vector<double>& sc) {
+                   std::vector<double>& sc, bool pow2 = false) {
     x8.assign(rows * d, 0);
     sc.clear();
     amaxes.clear();
@@ -221,7 +249,12 @@ std::vector<double> reference(const Head& h, const psa::Fp8Rule& rule) {
       const int64_t g1 = std::min(rows, g0 + group);
       float amax = 0;
       for (int64_t i = g0 * d; i < g1 * d; ++i) amax = std::max(amax, std::fabs((x[i] - mean[i % d]) * mul[i % d]));
-      const float inv = amax > 0 ? qmax / amax : 1.0f, s = amax > 0 ? amax / qmax : 1.0f;
+      float inv = amax > 0 ? qmax / amax : 1.0f, s = amax > 0 ? amax / qmax : 1.0f;
+      if (pow2 && amax > 0) {
+        const double e = std::max(std::ceil(std::log2(static_cast<double>(amax / qmax))), -126.0);
+        s = static_cast<float>(std::ldexp(1.0, static_cast<int>(e)));
+        inv = static_cast<float>(std::ldexp(1.0, -static_cast<int>(e)));
+      }
       for (int64_t i = g0 * d; i < g1 * d; ++i) {
         const float y = static_cast<float>((x[i] - mean[i % d]) * mul[i % d] * inv);
         x8[i] = int8 ? ref_round_int(y, -127, 127) : ref_round(y);
@@ -264,7 +297,7 @@ std::vector<double> reference(const Head& h, const psa::Fp8Rule& rule) {
     const int64_t len = li == 0 ? h.lk : nk * h.bn >> li;
     quant(h.k[li], len, h.bn >> li, mean, kmul, rule.qk_int8, qk_max, k8[li], ks[li]);
     if (rule.v_per_block) {
-      quant(h.v[li], len, h.bn >> li, zero, one, rule.pv_int8, v_max, v8[li], vbs[li]);
+      quant(h.v[li], len, h.bn >> li, zero, one, rule.pv_int8, v_max, v8[li], vbs[li], rule.v_scale_pow2);
       vamax[li] = amaxes;
       for (size_t j = 0; j < vbs[li].size(); ++j)
         if (vamax[li][j] > 0) vsmax = std::max(vsmax, vbs[li][j]);
@@ -325,7 +358,7 @@ TEST(Fp8Attention, OracleFollowsTheRule) {
   for (float& x : h.v[0]) x *= 1e-3f;
   h.pool();
   EXPECT_LT(psa_test::rel_l2(h.fp8(psa::Fp8Rule{}), h.fp32()), 0.08);
-  for (int variant = 0; variant < 9; ++variant) {
+  for (int variant = 0; variant < 10; ++variant) {
     psa::Fp8Rule rule;  // the rule, then one change each
     rule.smooth_k = variant != 1;
     rule.k_mean_block_firsts = variant != 2;
@@ -335,6 +368,7 @@ TEST(Fp8Attention, OracleFollowsTheRule) {
     rule.qk_int8 = variant != 6;
     rule.pv_int8 = variant == 7;
     rule.migrate_channels = variant == 8;
+    rule.v_scale_pow2 = variant == 9;
     SCOPED_TRACE("variant " + std::to_string(variant));
     const std::vector<double> want = reference(h, rule);
     // The fp32 logits and exp of the oracle against the double ones: at most a rare one-code
