@@ -251,9 +251,9 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           const int s = u_ring % S;
           mbar_wait(bar_v(s), (u_ring / S) & 1);
           if (u_ring >= S) mbar_wait(bar_ev(s), ((u_ring / S) - 1) & 1);
-          // Shared-window addresses: smem and the tiles start on 16 KB (the alignment below and
-          // the static_asserts), so adding a tile's start commutes with the XORs, which stay
-          // below bit 14; each access is then one XOR and the load or store.
+          // Shared-window addresses: smem starts on 16 KB (align_smem<kAlign>) and so do the V
+          // tiles (Fp8Traits' static_asserts), so adding a tile's start commutes with the XORs,
+          // which stay below bit 14; each access is then one XOR and the load or store.
           const uint32_t v_at = smem_addr(smem) + static_cast<uint32_t>(Tr::kOffV + s * Tr::kTile8);
           const uint32_t vt_at = smem_addr(smem) + static_cast<uint32_t>(Tr::kOffVt + s * Tr::kTile8);
 #pragma unroll 1
