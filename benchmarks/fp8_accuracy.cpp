@@ -45,7 +45,7 @@ const char* const kVariantNames[kVariants] = {
     "rule",           "no K smoothing",       "K mean of all keys", "V scale per channel",
     "Q scale per row", "l from unquantized p", "Q, K as e4m3",       "P, V as uint8 / int8",
     "channel migration", "only Q, K rounded",  "only P rounded",     "only V rounded",
-    "V scales powers of two"};
+    "V scales not powers of two"};
 psa::Fp8Rule variant_rule(int v) {
   psa::Fp8Rule r;  // the rule, then one change each
   r.smooth_k = v != 1;
@@ -56,7 +56,7 @@ psa::Fp8Rule variant_rule(int v) {
   r.qk_int8 = v != 6;
   r.pv_int8 = v == 7;
   r.migrate_channels = v == 8;
-  r.v_scale_pow2 = v == 12;
+  r.v_scale_pow2 = v != 12;
   const bool only = v >= 9 && v <= 11;  // the attribution variants: one operand rounded
   r.round_qk = !only || v == 9;
   r.round_p = !only || v == 10;

@@ -9,6 +9,7 @@ import pathlib
 
 TYPES = [("__half", "f16"), ("__nv_bfloat16", "bf16")]
 NS = [64, 128]
+NS8 = [8, 64, 128]  # rs_e4m3: n8 sums P against a few columns (the 8-bit kernel's row sums)
 
 
 def regs(n, start):
@@ -62,12 +63,12 @@ __device__ __forceinline__ void Wgmma8<{n}>::ss_s8(int32_t* d, uint64_t a, uint6
 def rs_e4m3(n):
     k = n // 2
     return f"""template <>
-__device__ __forceinline__ void Wgmma8<{n}>::rs_e4m3(float* d, const uint32_t* a, uint64_t b) {{
+__device__ __forceinline__ void Wgmma8<{n}>::rs_e4m3(float* d, const uint32_t* a, uint64_t b, int scale_d) {{
   asm volatile(
-      "{{\\n.reg .pred p;\\nsetp.eq.u32 p, 1, 1;\\n"
+      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 5}, 0;\\n"
       "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{{regs(k, 0)}}}, {{%{k},%{k + 1},%{k + 2},%{k + 3}}}, %{k + 4}, p, 1, 1;\\n}}\\n"
       : {acc_operands(k)}
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));
 }}
 """
 
@@ -83,7 +84,7 @@ def main():
         "//   ss_s8: s8 x s8 into int32, A and B from descriptors; scale_d = 0 overwrites d.",
         "//   rs_e4m3: e4m3 x e4m3 into fp32, A from registers (mma.m16n8k32 A-fragment layout per",
         "//       warp: a0/a2 row g, a1/a3 row g + 8; k = 4 * (lane % 4) + byte, + 16 for a2/a3), B from",
-        "//       a descriptor of a K-major tile; always accumulates.",
+        "//       a descriptor of a K-major tile; scale_d = 0 overwrites d. N = 8 too (a column sum).",
         "// Device code for sm_90a only: include from code guarded by PSA_SM90_DEVICE.",
         "#pragma once",
         "#include <cuda_bf16.h>",
@@ -104,7 +105,7 @@ def main():
         "template <int N>",
         "struct Wgmma8 {",
         "  static __device__ __forceinline__ void ss_s8(int32_t* d, uint64_t a, uint64_t b, int scale_d);",
-        "  static __device__ __forceinline__ void rs_e4m3(float* d, const uint32_t* a, uint64_t b);",
+        "  static __device__ __forceinline__ void rs_e4m3(float* d, const uint32_t* a, uint64_t b, int scale_d);",
         "};",
         "",
     ]
@@ -114,6 +115,7 @@ def main():
             out.append(rs(ctype, ptx, n))
     for n in NS:
         out.append(ss_s8(n))
+    for n in NS8:
         out.append(rs_e4m3(n))
     out += ["}  // namespace sm90", "}  // namespace gpu", "}  // namespace psa", ""]
     path = pathlib.Path("cuda/core/wgmma_ops.cuh")

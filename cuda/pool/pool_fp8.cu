@@ -1,8 +1,9 @@
 // cuda/pool/pool_fp8.cu -- pool stage of the 8-bit attention path: K and V gathered through the
 // rearrangement, pooled (the same fp32 means, each rounded once, as pool_pyramid.cu) and
 // quantized by attention/attention_fp8.h's rule in the same pass: int8 K after subtracting K's
-// mean, e4m3 V, one scale per (level, key block). Formats and the scale rule come from
-// attention/fp8_spec.h; this file must not hold a rounding or scale rule of its own.
+// mean, e4m3 V, one scale per (level, key block) (V's a power of two). Formats and the scale
+// rule come from attention/fp8_spec.h; this file must not hold a rounding or scale rule of its
+// own.
 //
 // Two launches per call, stream-ordered, no host synchronisation:
 //   k_mean_kernel: per (head, 32 channels), K's first token of every key block summed in double,
@@ -173,7 +174,8 @@ __global__ void __launch_bounds__(kFp8PoolThreads)
   __syncthreads();
   Fp8Scale sc[4];
 #pragma unroll
-  for (int li = 0; li < 4; ++li) sc[li] = fp8_scale(__uint_as_float(s_amax[li]), kK ? kInt8Max : kE4m3Max);
+  for (int li = 0; li < 4; ++li)  // K: fp8_scale; V: rounded up to a power of two (the rule)
+    sc[li] = kK ? fp8_scale(__uint_as_float(s_amax[li]), kInt8Max) : fp8_scale_pow2(__uint_as_float(s_amax[li]));
   if (active) {
     uint4 x[8], p2[4], p4[2], p8;
     gather(x, p2, p4, p8, false);

@@ -20,11 +20,14 @@
 //      so the softmax does not change (any constant vector would do; the mean keeps the
 //      quantized range small). Then one scale per (level, key block): block_n / p tokens x all
 //      channels;
-//   V  one scale s_v(level, block) per (level, key block), as K's, without smoothing. Its share
-//      f = s_v(level, block) / s_v,max (<= 1; s_v,max the largest scale of a block with a non-zero
-//      value, 1 if there is none; f = 1 for an all-zero block, whose values are 0 anyway)
-//      multiplies the weight before it is rounded, so one scale, s_v,max, multiplies the whole
-//      product (Fp8Rule::v_per_block false: one scale per channel over the lk tokens instead);
+//   V  one scale s_v(level, block) per (level, key block), as K's, without smoothing, rounded up
+//      to a power of two (fp8_scale_pow2; e4m3's relative precision does not depend on the
+//      scale). Its share f = s_v(level, block) / s_v,max (<= 1; s_v,max the largest scale of a
+//      block with a non-zero value, 1 if there is none; f = 1 for an all-zero block, whose values
+//      are 0 anyway) multiplies the weight before it is rounded, so one scale, s_v,max,
+//      multiplies the whole product (Fp8Rule::v_per_block false: one scale per channel over the
+//      lk tokens instead). f and 1 / f are powers of two, exact in fp32 and, up to 2^8, in e4m3:
+//      a kernel sums l below on the tensor cores (P times a column of 1 / f);
 //   P  after the row maximum m: p = exp(z - m) in (0, 1]; the weight w = p * f * 448 is stored as
 //      e4m3(w) and the product divided by 448 again. The oracle uses the row's final maximum (a
 //      kernel's running maximum is smaller or equal, so its p are larger and no less accurate).
@@ -57,8 +60,8 @@ struct Fp8Rule {
   bool v_per_block = true;
   // V's block scales rounded up to powers of two (fp8_scale_pow2): every share f and 1 / f is
   // then an exact power of two, so that a kernel can sum l = sum w8 / (448 f) on the tensor
-  // cores (1 / f exact in e4m3 up to 2^8). Not the rule yet; its accuracy is in the study.
-  bool v_scale_pow2 = false;
+  // cores (1 / f exact in e4m3 up to 2^8). false: fp8_scale's exact amax / 448.
+  bool v_scale_pow2 = true;
   // Q's channels times a_c and K's divided by it before quantizing (the product is unchanged),
   // a_c = sqrt(amax_c(k - mean) / amax_c(q)) over the head: balances channels whose magnitude
   // differs between Q and K (a pass over both before the quantization).

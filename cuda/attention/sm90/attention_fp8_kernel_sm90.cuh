@@ -9,12 +9,17 @@
 //   - S = Q8 K8^T by wgmma s8 (int32, exact), then z = S * s_q * s_k(entry) * scale + bias; the
 //     K warp writes each tile's s_k, bias and V share f = s_v / s_v,max per column pair, so that
 //     the softmax reads them at fixed offsets;
-//   - P: w = p * f * 448 rounded to e4m3 (l sums the rounded weights / (448 f)), packed straight
-//     from the S accumulator layout into the k32 A fragment; the key order inside each 32-key
-//     step that this implies is applied to V instead;
+//   - P: w = p * f * 448 rounded to e4m3, packed straight from the S accumulator layout into
+//     the k32 A fragment; the key order inside each 32-key step that this implies is applied to
+//     V instead;
+//   - l = sum w / (448 f) on the tensor cores: V's block scales are powers of two (the rule), so
+//     1 / f is one too and exact in e4m3; one extra wgmma m64n8k32 per 32 keys multiplies P by a
+//     per-tile [8][keys] table whose rows 0 and 1 hold 1 / f in two exponent bands (1..2^8, and
+//     2^9..2^23 as 1 / f * 2^-15; a weight with 1 / f past 2^18 is 0 anyway), rows 2-7 zeros;
 //   - V: e4m3 tiles land [keys][d] by TMA (a transposed global V would need 8-byte TMA boxes for
 //     level-8 entries at block_n 64); warps 1 and 3 of the producer warpgroup transpose each
-//     tile into [d][keys] (wgmma takes 8-bit B K-major only), in that key order;
+//     tile into [d][keys] (wgmma takes 8-bit B K-major only), in that key order, and write the
+//     tile's 1 / f rows in that order from the V warp's per-column codes;
 //   - out = O * s_v,max / 448 / l; lse = m + ln l + (q . k_mean) * scale.
 // Head dim 128, block_m 128, non-causal, work-list rows (no dense path); Q in token order or
 // through q_rows (one-row boxes issued by the K warp's lanes).
@@ -50,14 +55,21 @@ struct Fp8Traits {
   static constexpr size_t kOffK = kOffQ8 + kTile8;
   static constexpr size_t kOffV = kOffK + kStages * kTile8;
   static constexpr size_t kOffVt = kOffV + kStages * kTile8;
-  static constexpr size_t kOffTok = kOffVt + kStages * kTile8;
-  // per entry slot: {s_k, 448 f, 1 / (448 f), 0} (the K warp's scratch for the column tables)
-  static constexpr size_t kOffTab = kOffTok + sizeof(int32_t) * kStages * kKT;
-  // per column pair (2c, 2c + 1): {s_k, s_k, bias, bias} and {448 f, 448 f, 1 / (448 f) x 2}
-  // (bias: the level's log-bias, or -inf for a key row that is not a valid token); the
-  // softmax's only per-column reads, two 16-byte loads per 8 columns at fixed offsets
-  static constexpr size_t kOffPair = kOffTab + sizeof(float4) * kStages * kKT;
-  static constexpr size_t kOffQinfo = kOffPair + sizeof(float4) * kStages * kKT;
+  // per stage, l's B operand: [8][kKT] e4m3 (128-byte swizzle), rows 0-1 the 1 / f bands
+  static constexpr size_t kLTab = size_t{8} * kKT;
+  static constexpr size_t kOffL = kOffVt + kStages * kTile8;
+  static constexpr size_t kOffTok = kOffL + kStages * kLTab;
+  // per raw V stage and physical column: the 1 / f band codes (band 0 | band 1 << 8), from the
+  // V warp for the transposers
+  static constexpr size_t kOffVc = kOffTok + sizeof(int32_t) * kStages * kKT;
+  // per entry slot: {s_k, 448 f} (the K warp's scratch for the column tables)
+  static constexpr size_t kOffTab = kOffVc + sizeof(uint16_t) * kStages * kKT;
+  // per column pair (2c, 2c + 1): {s_k, s_k, bias, bias} and {448 f, 448 f} (bias: the level's
+  // log-bias, or -inf for a key row that is not a valid token); the softmax's only per-column
+  // reads, a 16-byte and an 8-byte load per 8 columns at fixed offsets
+  static constexpr size_t kOffPair = kOffTab + sizeof(float2) * kStages * kKT;
+  static constexpr size_t kOffPairF = kOffPair + sizeof(float4) * kStages * (kKT / 2);
+  static constexpr size_t kOffQinfo = kOffPairF + sizeof(float2) * kStages * (kKT / 2);
   // per Q slot: 8 warp amaxes, q . k_mean of 128 rows
   static constexpr size_t kQinfoFloats = 8 + kBM;
   static constexpr size_t kOffBar = kOffQinfo + sizeof(float) * 2 * kQinfoFloats;
@@ -67,7 +79,8 @@ struct Fp8Traits {
   static constexpr size_t kAlign = 16384;
   static constexpr size_t kSmemBytes = kOffPlan + 2 * sizeof(RowPlan) + kAlign;
   static_assert(kSmemBytes <= 227 * 1024, "fits the sm90 shared-memory carve-out");
-  static_assert(kOffQ8 % 1024 == 0 && kOffK % 1024 == 0 && kOffV % 1024 == 0 && kOffVt % 1024 == 0,
+  static_assert(kOffQ8 % 1024 == 0 && kOffK % 1024 == 0 && kOffV % 1024 == 0 && kOffVt % 1024 == 0 &&
+                    kOffL % 1024 == 0 && kLTab == 1024,
                 "swizzle atoms start on 1024 bytes");
   static_assert(kOffBar % 8 == 0, "mbarriers are 8-byte aligned");
   static_assert(kTile8 == 16384 && kOffV % 16384 == 0 && kOffVt % 16384 == 0,
@@ -112,8 +125,10 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
   unsigned char* sV = smem + Tr::kOffV;
   unsigned char* sVt = smem + Tr::kOffVt;
   int32_t* sTok = reinterpret_cast<int32_t*>(smem + Tr::kOffTok);
-  float4* sPair = reinterpret_cast<float4*>(smem + Tr::kOffPair);  // [S][2][KT / 2]
-  float4* sTab = reinterpret_cast<float4*>(smem + Tr::kOffTab);  // [S][KT] {s_k, 448 f, 1 / (448 f), 0}
+  uint16_t* sVc = reinterpret_cast<uint16_t*>(smem + Tr::kOffVc);   // [S][KT]
+  float4* sPair = reinterpret_cast<float4*>(smem + Tr::kOffPair);   // [S][KT / 2]
+  float2* sPairF = reinterpret_cast<float2*>(smem + Tr::kOffPairF); // [S][KT / 2]
+  float2* sTab = reinterpret_cast<float2*>(smem + Tr::kOffTab);     // [S][KT] {s_k, 448 f}
   float* sQinfo = reinterpret_cast<float*>(smem + Tr::kOffQinfo);
   const uint32_t bar0 = smem_addr(smem + Tr::kOffBar);
   auto bar_k = [&](int s) { return bar0 + 8u * s; };             // K landed (+ tables, tokens)
@@ -161,6 +176,13 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
       mbar_init(bar_pl(q), 1);
     }
     mbar_init_fence();
+  }
+  // Rows 2-7 of both stages' 1 / f tables: zeros, never written again (the consumers read them
+  // through the async proxy).
+  if (tid < 2 * 6 * 8) {
+    const int s = tid / 48, c = tid % 48;
+    *reinterpret_cast<uint4*>(smem + Tr::kOffL + s * Tr::kLTab + 256 + c * 16) = make_uint4(0, 0, 0, 0);
+    fence_proxy_async();
   }
   __syncthreads();
 
@@ -240,6 +262,14 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         // row moves by 4 it; its low 3 bits, which pick the chunk, only by (it & 1) << 2). So
         // with the loop unrolled each access costs one XOR with a constant beside the base.
         const int dgb = dg_lane ^ it0;
+        // The tile's 1 / f rows: warp 1 writes band 0 (row 0), warp 3 band 1 (row 1), lane l the
+        // four logical keys 4 l.. of the tile, whose physical columns are c, c + 1, c + 8, c + 9
+        // (phys_of_logical), c = 32 (l / 8) + 16 (l / 4 % 2) + 2 (l % 4); their codes come from the
+        // V warp's per-column table as two 4-byte words.
+        const int band = role == 1 ? 0 : 1;
+        const int lc = phys_of_logical(lane * 4 % 32) + lane / 8 * 32;
+        const uint32_t l_st = static_cast<uint32_t>(off8(band, lane * 4));
+        const uint32_t l_perm = band == 0 ? 0x6420u : 0x7531u;
         int ld[4], st[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
@@ -256,6 +286,11 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           // which stay below bit 14; each access is then one XOR and the load or store.
           const uint32_t v_at = smem_addr(smem) + static_cast<uint32_t>(Tr::kOffV + s * Tr::kTile8);
           const uint32_t vt_at = smem_addr(smem) + static_cast<uint32_t>(Tr::kOffVt + s * Tr::kTile8);
+          {
+            const uint32_t c_at = smem_addr(sVc + s * KT + lc);
+            sts_b32(smem_addr(smem) + static_cast<uint32_t>(Tr::kOffL + s * Tr::kLTab) + l_st,
+                    __byte_perm(lds_b32(c_at), lds_b32(c_at + 16), l_perm));
+          }
 #pragma unroll 1
           for (int j = 0; j < 4; ++j) {  // units it = 4 j + i
             uint32_t lj[4], sj[4], a[4][4];
@@ -327,7 +362,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
               const int64_t at = (kv * 4 + li) * p.nk + ent[j];
               ks[j] = __ldg(sp.k_scale + at);
               const float vs = __ldg(sp.v_scale + at);
-              f[j] = vs > 0.0f ? vs / vsmax : 1.0f;
+              f[j] = vs > 0.0f ? vs / vsmax : 1.0f;  // a power of two: exact
             }
           }
           bool all = tile_all_valid<KT>(p, plan, te);
@@ -339,29 +374,52 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int e = lane + 32 * j;
-            if (e < (KT >> lg)) sTab[s * KT + e] = make_float4(ks[j], f[j] * kE4m3Max, 1.0f / (f[j] * kE4m3Max), 0.0f);
+            if (e < (KT >> lg)) sTab[s * KT + e] = make_float2(ks[j], f[j] * kE4m3Max);
           }
           int32_t last = -1;
           if (!all) all = tile_token_list<KT>(p, plan, te, sTok + s * KT, last);
           __syncwarp();  // the entry table and the token list, before the column pass reads them
           // The column-pair tables (what the softmax reads per column, at fixed offsets).
           const float bias2 = level_log_bias(1 << li) * 1.4426950408889634f;
-          float4* pair = sPair + s * KT;
 #pragma unroll
           for (int v = 0; v < 2; ++v) {
             const int pp = lane + 32 * v, c0 = 2 * pp;
-            const float4 ea = sTab[s * KT + (c0 >> lg)], eb = sTab[s * KT + ((c0 + 1) >> lg)];
+            const float2 ea = sTab[s * KT + (c0 >> lg)], eb = sTab[s * KT + ((c0 + 1) >> lg)];
             float cb0 = bias2, cb1 = bias2;
             if (!all) {
               cb0 = sTok[s * KT + c0] >= 0 ? bias2 : neg_inf();
               cb1 = sTok[s * KT + c0 + 1] >= 0 ? bias2 : neg_inf();
             }
-            pair[pp] = make_float4(ea.x, eb.x, cb0, cb1);
-            pair[KT / 2 + pp] = make_float4(ea.y, eb.y, ea.z, eb.z);
+            sPair[s * (KT / 2) + pp] = make_float4(ea.x, eb.x, cb0, cb1);
+            sPairF[s * (KT / 2) + pp] = make_float2(ea.y, eb.y);
           }
         } else {
+          // Each entry's 1 / f = 2^n (n >= 0: f = s_v / s_v,max, both powers of two; an all-zero
+          // block, scale 0, has f = 1) as e4m3 codes of the two bands: n <= 8 in band 0 as 2^n,
+          // 9 <= n <= 23 in band 1 as 2^(n - 15); larger n in neither (its weights round to 0:
+          // w <= 448 f < 2^-10). Slots past `entries` take f = 1.
+          uint32_t code[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            int nf = 0;
+            if (lane + 32 * j < entries) {
+              const float vs = __ldg(sp.v_scale + (kv * 4 + li) * p.nk + ent[j]);
+              if (vs > 0.0f) nf = min(max(static_cast<int>(__float_as_uint(vsmax) >> 23) -
+                                              static_cast<int>(__float_as_uint(vs) >> 23), 0), 255);
+            }
+            code[j] = nf <= 8 ? static_cast<uint32_t>(nf + 7) << 3
+                              : nf <= 23 ? static_cast<uint32_t>(nf - 8) << 11 : 0u;
+          }
           if (u_ring >= S) mbar_wait(bar_evr(s), use_parity);
           issue_boxes();
+          // Per physical column of the tile: column rr is entry rr >> lg's (held by lane
+          // (rr >> lg) & 31 in slot u >> lg, as in tile_token_list).
+#pragma unroll
+          for (int u = 0; u < KT / 32; ++u) {
+            const int rr = u * 32 + lane, j = u >> lg;
+            const uint32_t cj = j == 0 ? code[0] : j == 1 ? code[1] : j == 2 ? code[2] : code[3];
+            sVc[s * KT + rr] = static_cast<uint16_t>(__shfl_sync(0xffffffffu, cj, (rr >> lg) & 31));
+          }
         }
         if (loaded < KT) {  // rows past the stream (none of the boxes'): zeros (warp-uniform)
           for (int c = loaded * 8 + lane; c < KT * 8; c += 32) {
@@ -387,13 +445,14 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
   const int wrow = cw * 64 + (warp & 3) * 16;
   constexpr float kLog2e = 1.4426950408889634f;
   const uint32_t q8_addr = smem_addr(smem + Tr::kOffQ8) + cw * 64 * 128;
-  const uint32_t k_addr = smem_addr(sK), vt_addr = smem_addr(sVt);
+  const uint32_t k_addr = smem_addr(sK), vt_addr = smem_addr(sVt), l_addr = smem_addr(smem + Tr::kOffL);
   unsigned char* sQ8 = smem + Tr::kOffQ8;
 
   float o[D / 2];
   int32_t si[KT / 2];
   float sc[KT / 2];
   uint32_t pf[KT / 32][4];
+  float lt[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // a tile's l: rows g, g + 8 x columns 2 tq, 2 tq + 1
   float m_run[2], l_run[2];
   float qs_sl2 = 0.0f;  // s_q * scale * log2(e)
 
@@ -412,16 +471,24 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
 #pragma unroll
     for (int kk = 0; kk < KT / 32; ++kk) {
       const uint64_t db = sw128_desc(vt_addr + s * static_cast<uint32_t>(Tr::kTile8) + kk * 32, 16, 1024);
-      Wgmma8<D>::rs_e4m3(o, pf[kk], db);
+      Wgmma8<D>::rs_e4m3(o, pf[kk], db, 1);
+      const uint64_t dl = sw128_desc(l_addr + s * static_cast<uint32_t>(Tr::kLTab) + kk * 32, 16, 1024);
+      Wgmma8<8>::rs_e4m3(lt, pf[kk], dl, kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   };
-  // Logits, running max, and the weights w = 2^(z - m) * 448 f (in sc; l gets the rounded
-  // weights / (448 f)); returns the rescale factor of the old state per row.
+  // The tile's l (lt, band 0 + 2^15 band 1; only the quad's first lane has non-zero columns) into
+  // the running sum, at the running maximum of the tile after it (alpha).
+  auto add_tile_l = [&](const float alpha[2]) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) l_run[rr] = fmaf(alpha[rr], fmaf(lt[2 * rr + 1], 32768.0f, lt[2 * rr]), l_run[rr]);
+  };
+  // Logits, running max, and the weights w = 2^(z - m) * 448 f (in sc; the tensor cores sum l
+  // from them); returns the rescale factor of the old state per row.
   auto softmax = [&](int s, float alpha[2]) {
     // The thread's columns of block nn are 2 tq and 2 tq + 1: column pair nn * 4 + tq.
-    const float4* pa = sPair + s * KT + tq;           // {s_k, s_k, bias, bias}
-    const float4* pb = sPair + s * KT + KT / 2 + tq;  // {448 f, 448 f, 1 / (448 f) x 2}
+    const float4* pa = sPair + s * (KT / 2) + tq;   // {s_k, s_k, bias, bias}
+    const float2* pb = sPairF + s * (KT / 2) + tq;  // {448 f, 448 f}
     // Each row's maximum in four partial maxima (four chains of 8, not one of 32).
     float mp[2][4] = {{neg_inf(), neg_inf(), neg_inf(), neg_inf()}, {neg_inf(), neg_inf(), neg_inf(), neg_inf()}};
 #pragma unroll
@@ -441,24 +508,17 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     float m_use[2];
     update_row_max(mx, m_run, l_run, alpha, m_use);
     // Weights of the thread's two columns of block nn in one e4m3x2 code per row (kept in
-    // sc[nn * 4 + 2 * rr] as bits; the A fragment is made of these pairs). The row sums go
-    // into four partial sums per row (four short chains instead of one of 32 pairs).
-    float lp[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    // sc[nn * 4 + 2 * rr] as bits; the A fragment is made of these pairs).
 #pragma unroll
     for (int nn = 0; nn < KT / 8; ++nn) {
-      const float4 b = pb[nn * 4];
+      const float2 b = pb[nn * 4];
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         const float w0 = fast_exp2(sc[nn * 4 + 2 * rr] - m_use[rr]) * b.x;
         const float w1 = fast_exp2(sc[nn * 4 + 2 * rr + 1] - m_use[rr]) * b.y;
-        const uint32_t code = e4m3x2(w0, w1);
-        const float2 rw = e4m3x2_values(code);  // the weights P V will see
-        lp[rr][nn & 3] = fmaf(rw.x, b.z, fmaf(rw.y, b.w, lp[rr][nn & 3]));
-        sc[nn * 4 + 2 * rr] = __uint_as_float(code);
+        sc[nn * 4 + 2 * rr] = __uint_as_float(e4m3x2(w0, w1));
       }
     }
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) l_run[rr] += (lp[rr][0] + lp[rr][1]) + (lp[rr][2] + lp[rr][3]);
   };
   auto rescale_and_pack = [&](const float alpha[2]) {
     // Once a row's maximum settles, alpha is exactly 1 and the rescale changes no bit: skipped
@@ -579,6 +639,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         mbar_wait(bar_k(s), (u / S) & 1);
         fence_regs(o);
         fence_regs(pf);
+        fence_regs(lt);
         issue_qk(s);
         mbar_wait(bar_vt(sp_), ((u - 1) / S) & 1);
         issue_pv(sp_);
@@ -589,7 +650,9 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         wgmma_wait<0>();
         fence_regs(o);
         fence_regs(pf);
+        fence_regs(lt);
         release(bar_ev(sp_));
+        add_tile_l(alpha);
         rescale_and_pack(alpha);
       }
       const int32_t ul = T0 + total - 1;
@@ -597,15 +660,22 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
       mbar_wait(bar_vt(sl), (ul / S) & 1);
       fence_regs(o);
       fence_regs(pf);
+      fence_regs(lt);
       issue_pv(sl);
       wgmma_wait<0>();
       fence_regs(o);
+      fence_regs(lt);
       release(bar_ev(sl));
+      const float one[2] = {1.0f, 1.0f};
+      add_tile_l(one);
     }
     T0 += total;
 
-    // Epilogue: out = O * s_v,max / 448 / l; lse = m ln2 + ln l + (q . k_mean) * scale.
+    // Epilogue: out = O * s_v,max / 448 / l; lse = m ln2 + ln l + (q . k_mean) * scale, where l
+    // is the sum of w / f so far, / 448.
     float inv[2];
+    l_run[0] *= 1.0f / kE4m3Max;
+    l_run[1] *= 1.0f / kE4m3Max;
     finish_row_sums(p, l_run, m_run, v_smax_of(kv) / kE4m3Max, inv, b, h, x0, wrow, g, tq,
                     [&](int rw) { return qinfo[8 + rw] * p.scale; });
 #pragma unroll
