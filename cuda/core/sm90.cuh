@@ -130,6 +130,20 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
          (static_cast<uint64_t>(sbo >> 4) << 32) | (uint64_t{1} << 62);
 }
+// The same descriptor kept as two words, so that a kernel's main loop forms the descriptor of
+// base + off (a stage, a k-step) with one add to the low word instead of the masks and shifts
+// above: the address field (address / 16, bits 0-13) cannot carry into LBO, since every
+// shared-window address is below 2^18.
+struct Sw128Desc {
+  uint32_t lo, hi;
+  __device__ __forceinline__ uint64_t at(uint32_t off) const {
+    return static_cast<uint64_t>(hi) << 32 | (lo + (off >> 4));
+  }
+};
+__device__ __forceinline__ Sw128Desc sw128_desc_words(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  const uint64_t d = sw128_desc(addr, lbo, sbo);
+  return Sw128Desc{static_cast<uint32_t>(d), static_cast<uint32_t>(d >> 32)};
+}
 #endif  // PSA_SM90_DEVICE
 
 // cuTensorMapEncodeTiled through the runtime (no link against libcuda); NULL if the driver

@@ -190,19 +190,11 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     // ================================ producer ================================
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegs));
     const int role = warp;  // 0: K warp, 2: V warp, 1 and 3: transposers
-    // Q through q_rows (the K warp): lane l loads rows l + 32 j of the row's query block, one
-    // single-row box per row and 64-column panel. Each lane holds the next row's source rows,
-    // read a row ahead, so the index loads are off the row start. Rows past len_q keep their
-    // own index, out of bounds, so TMA fills them with zeros.
+    // Q through q_rows (the K warp; q_source_rows / load_q_rows). Each lane holds the next
+    // row's source rows, read a row ahead, so the index loads are off the row start.
     int qsrc[BM / 32];
     auto load_qsrc = [&](int64_t r) {
-      if (p.q_rows == nullptr || role != 0 || r >= n_rows) return;
-      const int64_t x0 = (r % p.mq) * BM;
-#pragma unroll
-      for (int j = 0; j < BM / 32; ++j) {
-        const int64_t x = x0 + lane + 32 * j;
-        qsrc[j] = static_cast<int>(x < p.len_q ? p.q_rows[x] : x);
-      }
+      if (p.q_rows != nullptr && role == 0 && r < n_rows) q_source_rows<BM>(p, (r % p.mq) * BM, lane, qsrc);
     };
     load_qsrc(blockIdx.x);
     int32_t T0 = 0;
@@ -230,12 +222,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
       }
       if (role == 0 && p.q_rows != nullptr) {
         __syncwarp();  // the expected bytes before the boxes
-#pragma unroll
-        for (int j = 0; j < BM / 32; ++j)
-#pragma unroll
-          for (int pn = 0; pn < D / 64; ++pn)
-            tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64 + (lane + 32 * j) * 64), &sp.q, bar_qf(q), pn * 64,
-                        qsrc[j], static_cast<int>(h), static_cast<int>(b));
+        load_q_rows<BM, D>(&sp.q, q_slot(q), bar_qf(q), qsrc, lane, h, b);
         load_qsrc(r + gridDim.x);
       }
       __syncwarp();
@@ -445,7 +432,9 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
   const int wrow = cw * 64 + (warp & 3) * 16;
   constexpr float kLog2e = 1.4426950408889634f;
   const uint32_t q8_addr = smem_addr(smem + Tr::kOffQ8) + cw * 64 * 128;
-  const uint32_t k_addr = smem_addr(sK), vt_addr = smem_addr(sVt), l_addr = smem_addr(smem + Tr::kOffL);
+  const Sw128Desc k_desc = sw128_desc_words(smem_addr(sK), 16, 1024);
+  const Sw128Desc vt_desc = sw128_desc_words(smem_addr(sVt), 16, 1024);
+  const Sw128Desc l_desc = sw128_desc_words(smem_addr(smem + Tr::kOffL), 16, 1024);
   unsigned char* sQ8 = smem + Tr::kOffQ8;
 
   float o[D / 2];
@@ -461,8 +450,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
       const uint64_t da = sw128_desc(q8_addr + kk * 32, 16, 1024);
-      const uint64_t db = sw128_desc(k_addr + s * static_cast<uint32_t>(Tr::kTile8) + kk * 32, 16, 1024);
-      Wgmma8<KT>::ss_s8(si, da, db, kk > 0 ? 1 : 0);
+      Wgmma8<KT>::ss_s8(si, da, k_desc.at(s * static_cast<uint32_t>(Tr::kTile8) + kk * 32), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   };
@@ -470,10 +458,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < KT / 32; ++kk) {
-      const uint64_t db = sw128_desc(vt_addr + s * static_cast<uint32_t>(Tr::kTile8) + kk * 32, 16, 1024);
-      Wgmma8<D>::rs_e4m3(o, pf[kk], db, 1);
-      const uint64_t dl = sw128_desc(l_addr + s * static_cast<uint32_t>(Tr::kLTab) + kk * 32, 16, 1024);
-      Wgmma8<8>::rs_e4m3(lt, pf[kk], dl, kk > 0 ? 1 : 0);
+      Wgmma8<D>::rs_e4m3(o, pf[kk], vt_desc.at(s * static_cast<uint32_t>(Tr::kTile8) + kk * 32), 1);
+      Wgmma8<8>::rs_e4m3(lt, pf[kk], l_desc.at(s * static_cast<uint32_t>(Tr::kLTab) + kk * 32), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   };

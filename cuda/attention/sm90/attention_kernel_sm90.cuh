@@ -182,19 +182,11 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
         decode(r, row, i, h, b);
         const int q = n & 1;
         int src[BM / 32];
-#pragma unroll
-        for (int j = 0; j < BM / 32; ++j) {
-          const int64_t x = i * BM + lane + 32 * j;
-          src[j] = static_cast<int>(x < p.len_q ? p.q_rows[x] : x);
-        }
+        q_source_rows<BM>(p, i * BM, lane, src);
         if (n >= 2) mbar_wait(bar_qe(q), ((n >> 1) - 1) & 1);
         if (lane == 0) mbar_arrive_expect_tx(bar_qf(q), static_cast<uint32_t>(Tr::kQBytes));
         __syncwarp();
-#pragma unroll 1
-        for (int j = 0; j < BM / 32; ++j)
-          for (int pn = 0; pn < D / 64; ++pn)
-            tma_load_4d(smem_addr(q_slot(q) + pn * BM * 64 + (lane + 32 * j) * 64), &sp.q, bar_qf(q), pn * 64,
-                        src[j], static_cast<int>(h), static_cast<int>(b));
+        load_q_rows<BM, D>(&sp.q, q_slot(q), bar_qf(q), src, lane, h, b);
       }
       return;
     }
@@ -313,13 +305,14 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   const int wrow = cw * 64 + (warp & 3) * 16;  // this warp's first row in the CTA tile
   constexpr float kLog2e = 1.4426950408889634f;
   const float sl2 = p.scale * kLog2e;
-  const uint32_t k_addr = smem_addr(sK), v_addr = smem_addr(sV);
+  const Sw128Desc k_desc = sw128_desc_words(smem_addr(sK), 16, 1024);
+  const Sw128Desc v_desc = sw128_desc_words(smem_addr(sV), KT * 128, 1024);
 
   float o[D / 2];
   float sc[KT / 2];
   uint32_t pf[KT / 16][4];
   float m_run[2], l_run[2];
-  uint32_t q_addr = 0;
+  Sw128Desc q_desc{0u, 0u};
   const int32_t* tiles = nullptr;
 
   // S = Q K_t^T into sc (K-major operands; k-step kk = 16 head-dim elements).
@@ -327,9 +320,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint64_t da = sw128_desc(q_addr + (kk >> 2) * BM * 128 + (kk & 3) * 32, 16, 1024);
-      const uint64_t db =
-          sw128_desc(k_addr + s * static_cast<uint32_t>(Tr::kTileBytes) + (kk >> 2) * KT * 128 + (kk & 3) * 32, 16, 1024);
+      const uint64_t da = q_desc.at((kk >> 2) * BM * 128 + (kk & 3) * 32);
+      const uint64_t db = k_desc.at(s * static_cast<uint32_t>(Tr::kTileBytes) + (kk >> 2) * KT * 128 + (kk & 3) * 32);
       Wgmma<T, KT>::ss(sc, da, db, kk > 0 ? 1 : 0);
     }
     wgmma_commit();
@@ -340,8 +332,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < KT / 16; ++j) {
-      const uint64_t db = sw128_desc(v_addr + s * static_cast<uint32_t>(Tr::kTileBytes) + j * 16 * 128, KT * 128, 1024);
-      Wgmma<T, D>::rs(o, pf[j], db);
+      Wgmma<T, D>::rs(o, pf[j], v_desc.at(s * static_cast<uint32_t>(Tr::kTileBytes) + j * 16 * 128));
     }
     wgmma_commit();
   };
@@ -424,7 +415,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     const int64_t x0 = i * BM;
     const int q = n & 1;
     T* sQ = q_slot(q);
-    q_addr = smem_addr(sQ) + cw * 64 * 128;
+    q_desc = sw128_desc_words(smem_addr(sQ) + cw * 64 * 128, 16, 1024);
     mbar_wait(bar_qf(q), (n >> 1) & 1);
     tiles = plan_of(q)->tiles;
     const int32_t total = plan_of(q)->total;

@@ -1,9 +1,9 @@
 // cuda/attention/sm90/row_parts_sm90.cuh -- attention stage, kernel layer for Hopper: the parts
 // of a row's walk that the 16-bit kernel (attention_kernel_sm90.cuh) and the 8-bit one
 // (attention_fp8_kernel_sm90.cuh) share: the producer's view of one tile of the packed key
-// stream (its entries and their key blocks, the token list of the consumers' masked path), the
-// consumers' running-maximum update, and the epilogue's staging and row stores. Device code of
-// the sm_90a pass only.
+// stream (its entries and their key blocks, the token list of the consumers' masked path), Q
+// read in place through the row index, the consumers' running-maximum update, and the
+// epilogue's staging and row stores. Device code of the sm_90a pass only.
 #pragma once
 #include <cstdint>
 
@@ -91,6 +91,31 @@ __device__ __forceinline__ bool tile_token_list(const AttnKernelParams& p, const
   }
   last = __reduce_max_sync(0xffffffffu, last);
   return __all_sync(0xffffffffu, all) != 0;
+}
+
+// Q read in place through the rearrangement's row index (p.q_rows), by one producer warp: lane
+// l loads rows x0 + l + 32 j of the query block starting at x0. q_source_rows gives their source
+// rows (a row past len_q keeps its own index, out of bounds, so TMA fills it with zeros), to be
+// read ahead of the row; load_q_rows issues one single-row box per row and 64-column panel into
+// the [D / 64][BM][64] Q slot (the Q map's boxes are one row when q_rows is set), completing on
+// `bar`, whose expected bytes the caller has set.
+template <int BM>
+__device__ __forceinline__ void q_source_rows(const AttnKernelParams& p, int64_t x0, int lane, int (&src)[BM / 32]) {
+#pragma unroll
+  for (int j = 0; j < BM / 32; ++j) {
+    const int64_t x = x0 + lane + 32 * j;
+    src[j] = static_cast<int>(x < p.len_q ? p.q_rows[x] : x);
+  }
+}
+template <int BM, int D, typename T>
+__device__ __forceinline__ void load_q_rows(const CUtensorMap* map, T* slot, uint32_t bar, const int (&src)[BM / 32],
+                                            int lane, int64_t h, int64_t b) {
+#pragma unroll
+  for (int j = 0; j < BM / 32; ++j)
+#pragma unroll
+    for (int pn = 0; pn < D / 64; ++pn)
+      tma_load_4d(smem_addr(slot + pn * BM * 64 + (lane + 32 * j) * 64), map, bar, pn * 64, src[j],
+                  static_cast<int>(h), static_cast<int>(b));
 }
 
 // Consumers, after a tile's logits: the quad's row maxima mx[2] (each lane saw 2 of every 8
