@@ -10,9 +10,11 @@
 //     in key-block order (the oracle's order), and the head's s_v,max zeroed;
 //   gather_pool_fp8_kernel (once for K, once for V): one CTA per (key block, head), one thread per
 //     (level-8 token, 8 channels) of the block. A thread reads its 8 source tokens, writes the
-//     16-bit level-1 copy and forms the level-2/4/8 means for the CTA's amax reduction; after
-//     it, it reads the same tokens again (L1) and writes its 8-bit values (holding the values
-//     across the barrier instead, 130-180 registers, ran 1.5-1.7x the 16-bit pass's time).
+//     16-bit level-1 copy and forms the level-2/4/8 means for the CTA's amax reduction, keeping
+//     the 15 values in shared memory (240 bytes per thread); after the reduction it reads them
+//     back and writes its 8-bit values. (Holding them in registers instead took 130-180
+//     registers and ran 1.5-1.7x the 16-bit pass's time; reading the source again after the
+//     barrier, mostly from L2, 1.6-1.7x.)
 #include <cstdint>
 
 #include "attention/fp8_spec.h"
@@ -29,6 +31,7 @@ namespace gpu {
 namespace {
 
 constexpr int kFp8PoolThreads = 256;  // (block_n / 8) * (head_dim / 8) pairs at most
+constexpr int kFp8PoolSlots = 15;     // a thread's 8 source tokens and 7 pooled ones, 16 bytes each
 
 struct Fp8Side {  // one tensor's outputs
   uint8_t* x8[4];
@@ -109,57 +112,55 @@ __global__ void __launch_bounds__(kFp8PoolThreads)
   const int64_t col = (tid % chunks) * 8;
   const int64_t t = j * (bn / 8) + tid / chunks;  // this thread's level-8 token
   const T* sh_base = src + (bh / heads) * sb + (bh % heads) * sh + col;
-  // The thread's 8 source tokens and their pyramid (pyramid8.cuh, as the 16-bit pass). Read
-  // twice: before the CTA's amax (with the level-1 copy) and after it (from L1), so that nothing
-  // is held across the barrier.
-  auto gather = [&](uint4 (&x)[8], uint4 (&p2)[4], uint4 (&p4)[2], uint4& p8, bool first) {
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int64_t pos = pooled_source(t * 4 + u / 2, 2, u & 1, len);
-      const T* s = sh_base + (index ? index[pos] : pos) * sl;
-      if (kVec) {
-        x[u] = first ? __ldg(reinterpret_cast<const uint4*>(s)) : *reinterpret_cast<const uint4*>(s);
-      } else {
-        T* e = reinterpret_cast<T*>(&x[u]);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) e[k] = s[k];
-      }
-      if (first && dst != nullptr && t * 8 + u < len)
-        *reinterpret_cast<uint4*>(dst + (bh * len + t * 8 + u) * d + col) = x[u];
-    }
-    pyramid8<T>(x, [&](int level, int u, const uint4& v) {
-      if (level == 2) p2[u] = v;
-      else if (level == 4) p4[u] = v;
-      else p8 = v;
-    });
-  };
+  // The thread's 15 values (8 source tokens, then levels 2, 4, 8 as pyramid8 forms them) stay
+  // in shared memory across the CTA's amax, slot-major ([slot][thread], 16 bytes each), so the
+  // quantizing phase reads them back without a second pass over the source.
+  extern __shared__ uint4 s_vals[];
+  const int nt = static_cast<int>(blockDim.x);
+  auto slot = [&](int sl_) -> uint4& { return s_vals[sl_ * nt + tid]; };
   float mean[8];
 #pragma unroll
   for (int e = 0; e < 8; ++e) mean[e] = kK && active ? k_mean[bh * d + col + e] : 0.0f;
   float amax[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   bool bad[4] = {false, false, false, false};
+  // Largest finite magnitude per level (level 1: the tokens inside the sequence only).
+  auto take = [&](int li, const uint4& v) {
+    float f[8];
+    unpack8<T>(v, f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float y = pre<kK>(f[e], mean[e]);
+      amax[li] = fp8_amax(amax[li], y);  // NaN and +-inf do not count
+      if (kK) bad[li] = bad[li] || !(fabsf(y) <= 3.402823466e38f);
+    }
+  };
   if (active) {
-    uint4 x[8], p2[4], p4[2], p8;
-    gather(x, p2, p4, p8, true);
-    // Largest finite magnitude per level (level 1: the tokens inside the sequence only).
-    auto take = [&](int li, const uint4& v) {
-      float f[8];
-      unpack8<T>(v, f);
+    // The thread's 8 source tokens (the level-1 copy written on the way) and their pyramid
+    // (pyramid8.cuh, as the 16-bit pass).
+    uint4 x[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const float y = pre<kK>(f[e], mean[e]);
-        amax[li] = fp8_amax(amax[li], y);  // NaN and +-inf do not count
-        if (kK) bad[li] = bad[li] || !(fabsf(y) <= 3.402823466e38f);
+    for (int u = 0; u < 8; ++u) {
+      const int64_t pos = pooled_source(t * 4 + u / 2, 2, u & 1, len);
+      const T* sp = sh_base + (index ? index[pos] : pos) * sl;
+      if (kVec) {
+        x[u] = __ldg(reinterpret_cast<const uint4*>(sp));
+      } else {
+        T* e = reinterpret_cast<T*>(&x[u]);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) e[k] = sp[k];
       }
-    };
+      if (dst != nullptr && t * 8 + u < len) *reinterpret_cast<uint4*>(dst + (bh * len + t * 8 + u) * d + col) = x[u];
+    }
 #pragma unroll
-    for (int u = 0; u < 8; ++u)
+    for (int u = 0; u < 8; ++u) {
+      slot(u) = x[u];
       if (t * 8 + u < len) take(0, x[u]);
-#pragma unroll
-    for (int u = 0; u < 4; ++u) take(1, p2[u]);
-    take(2, p4[0]);
-    take(2, p4[1]);
-    take(3, p8);
+    }
+    pyramid8<T>(x, [&](int level, int u, const uint4& v) {
+      const int li = level == 2 ? 1 : level == 4 ? 2 : 3;
+      slot(level == 2 ? 8 + u : level == 4 ? 12 + u : kFp8PoolSlots - 1) = v;
+      take(li, v);
+    });
   }
   __syncthreads();  // s_amax / s_bad zeroed before anyone adds to them
 #pragma unroll
@@ -177,20 +178,18 @@ __global__ void __launch_bounds__(kFp8PoolThreads)
   for (int li = 0; li < 4; ++li)  // K: fp8_scale; V: rounded up to a power of two (the rule)
     sc[li] = kK ? fp8_scale(__uint_as_float(s_amax[li]), kInt8Max) : fp8_scale_pow2(__uint_as_float(s_amax[li]));
   if (active) {
-    uint4 x[8], p2[4], p4[2], p8;
-    gather(x, p2, p4, p8, false);
-    auto put = [&](int li, int64_t tok, const uint4& v) {
+    auto put = [&](int li, int64_t tok, int sl_) {
       const int64_t len_li = li == 0 ? len : pooled_length(nk, bn, 1 << li);
-      *reinterpret_cast<uint2*>(o.x8[li] + (bh * len_li + tok) * d + col) = quantize8<T, kK>(v, mean, sc[li].inv);
+      *reinterpret_cast<uint2*>(o.x8[li] + (bh * len_li + tok) * d + col) = quantize8<T, kK>(slot(sl_), mean, sc[li].inv);
     };
 #pragma unroll
     for (int u = 0; u < 8; ++u)
-      if (t * 8 + u < len) put(0, t * 8 + u, x[u]);
+      if (t * 8 + u < len) put(0, t * 8 + u, u);
 #pragma unroll
-    for (int u = 0; u < 4; ++u) put(1, t * 4 + u, p2[u]);
-    put(2, t * 2, p4[0]);
-    put(2, t * 2 + 1, p4[1]);
-    put(3, t, p8);
+    for (int u = 0; u < 4; ++u) put(1, t * 4 + u, 8 + u);
+    put(2, t * 2, 12);
+    put(2, t * 2 + 1, 13);
+    put(3, t, 14);
   }
   if (tid < 4) {
     const int li = tid;
@@ -213,12 +212,13 @@ psa_status launch_side(const GatherArgs& g, int64_t nk, int64_t bn, const float*
   const unsigned threads = static_cast<unsigned>((pairs + 31) / 32 * 32);
   const auto* src = static_cast<const T*>(g.src);
   T* dst = static_cast<T*>(g.dst);
-  if (rows_16b_aligned(g.src, g.stride))
-    gather_pool_fp8_kernel<T, true, kK><<<grid, threads, 0, stream>>>(
-        src, g.stride[0], g.stride[1], g.stride[2], g.index, g.heads, g.len, g.head_dim, nk, bn, dst, k_mean, o);
-  else
-    gather_pool_fp8_kernel<T, false, kK><<<grid, threads, 0, stream>>>(
-        src, g.stride[0], g.stride[1], g.stride[2], g.index, g.heads, g.len, g.head_dim, nk, bn, dst, k_mean, o);
+  const size_t smem = kFp8PoolSlots * sizeof(uint4) * threads;  // up to 60 KB: past the default 48
+  const bool vec = rows_16b_aligned(g.src, g.stride);
+  const auto kernel = vec ? gather_pool_fp8_kernel<T, true, kK> : gather_pool_fp8_kernel<T, false, kK>;
+  PSA_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+               "gather_pool_fp8_kernel: cudaFuncSetAttribute");
+  kernel<<<grid, threads, smem, stream>>>(src, g.stride[0], g.stride[1], g.stride[2], g.index, g.heads, g.len,
+                                          g.head_dim, nk, bn, dst, k_mean, o);
   return launch_status("gather_pool_fp8_kernel");
 }
 
