@@ -9,8 +9,8 @@
 // multiplies s8 at the e4m3 rate, with exact int32 accumulation. P keeps e4m3 because a uint8 p
 // drops every weight below 1/510 of the row's largest (a long flat tail of a 75k-token row).
 // What is quantized, and with which scales (fp8_spec.h: fp8_scale of each group's largest finite
-// magnitude, then fp8_quantize / int8_quantize per value, so a NaN or inf stays in its own row
-// or token). Every group is local to a query block or a key block, so that a kernel can quantize
+// magnitude, for V's groups fp8_scale_pow2, then fp8_quantize / int8_quantize per value, so a
+// NaN or inf stays in its own row or token). Every group is local to a query block or a key block, so that a kernel can quantize
 // in the gather + pyramid pass; the only statistic over the whole head is K's mean, taken over
 // one token per key block (a pass over 1 / block_n of K):
 //   Q  per query block (block_m rows, all channels), or per row (Fp8Rule::q_per_row);
