@@ -8,6 +8,7 @@
 
 #include "attention/attention_spec.h"
 #include "cuda/attention/attention_params.h"
+#include "cuda/attention/row_epilogue.cuh"
 #include "cuda/attention/row_stream.cuh"
 #include "cuda/core/device.cuh"
 
@@ -239,51 +240,15 @@ __global__ void __launch_bounds__(AttnTraits<D, BM>::kThreads, (D == 64 ? 2 : 1)
   }
   cp_async_wait<0>();
 
-  // Epilogue: out = acc / l (0 for an empty row), lse = m + ln l (-inf for an empty row);
-  // rows go back to the caller's order through out_rows. Twin of the sm90 epilogue
-  // (sm90/attention_kernel_sm90.cuh): a change to the empty-row, lse or row-order rule
-  // changes both.
+  // Epilogue (row_epilogue.cuh, shared with the Hopper kernels): out = acc / l (0 for an empty
+  // row), lse = m + ln l (-inf for an empty row); rows back in the caller's order.
   float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-    inv[r] = l_run[r] != 0.0f ? 1.0f / l_run[r] : 0.0f;  // NaN propagates; only empty rows give 0
-  }
-  if (p.lse != nullptr && tq == 0) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int64_t x = x0 + wrow + g + r * 8;
-      if (x < p.len_q) {
-        const int64_t orow = p.out_rows ? p.out_rows[x] : x;
-        p.lse[(b * p.heads_q + h) * p.len_q + orow] = l_run[r] != 0.0f ? m_run[r] * 0.6931471805599453f + logf(l_run[r]) : neg_inf();
-      }
-    }
-  }
+  finish_row_sums(p, l_run, m_run, 1.0f, inv, b, h, x0, wrow, g, tq, [](int) { return -0.0f; });
   __syncthreads();  // sQ is reused for staging the output tile
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
-    const int r0 = wrow + g;
-    *reinterpret_cast<uint32_t*>(sQ + swz<D>(r0, n) + tq * 2) = Elem<T>::pack(acc[n][0] * inv[0], acc[n][1] * inv[0]);
-    *reinterpret_cast<uint32_t*>(sQ + swz<D>(r0 + 8, n) + tq * 2) = Elem<T>::pack(acc[n][2] * inv[1], acc[n][3] * inv[1]);
-  }
+  auto off = [](int r, int c) { return swz<D>(r, c); };
+  stage_rows<T, D>(sQ, [&](int n, int i) { return acc[n][i]; }, inv, wrow, g, tq, off);
   __syncthreads();
-  T* ob = static_cast<T*>(p.out) + b * p.o_sb + h * p.o_sh;
-  for (int c = tid; c < BM * NC; c += Tr::kThreads) {
-    const int r = c / NC, cc = c % NC;
-    const int64_t x = x0 + r;
-    if (x >= p.len_q) continue;
-    const int64_t orow = p.out_rows ? p.out_rows[x] : x;
-    const uint4 val = *reinterpret_cast<const uint4*>(sQ + swz<D>(r, cc));
-    T* dst = ob + orow * p.o_sl + cc * 8;
-    if (p.out_vec) {
-      *reinterpret_cast<uint4*>(dst) = val;
-    } else {
-      const T* e = reinterpret_cast<const T*>(&val);
-#pragma unroll
-      for (int u = 0; u < 8; ++u) dst[u] = e[u];
-    }
-  }
+  store_rows<T, D>(p, sQ, b, h, x0, 0, BM, tid, Tr::kThreads, off);
 }
 
 // Launcher: grid (Mq, Hq, B), dynamic shared memory raised past 48 KB when needed.

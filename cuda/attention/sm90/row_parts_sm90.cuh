@@ -3,12 +3,13 @@
 // (attention_fp8_kernel_sm90.cuh) share: the producer's view of one tile of the packed key
 // stream (its entries and their key blocks, the token list of the consumers' masked path), Q
 // read in place through the row index, the consumers' running-maximum update, and the
-// epilogue's staging and row stores. Device code of the sm_90a pass only.
+// epilogue in their tile layout (row_epilogue.cuh). Device code of the sm_90a pass only.
 #pragma once
 #include <cstdint>
 
 #include "attention/attention_spec.h"
 #include "cuda/attention/attention_params.h"
+#include "cuda/attention/row_epilogue.cuh"
 #include "cuda/attention/row_stream.cuh"
 #include "cuda/core/device.cuh"
 #include "cuda/core/sm90.cuh"
@@ -135,70 +136,19 @@ __device__ __forceinline__ void update_row_max(float mx[2], float m_run[2], floa
   }
 }
 
-// Epilogue, row sums and lse: l summed over the quad (each lane holds 2 of every 8 columns);
-// inv = num / l (0 for an empty row; NaN propagates); lse = m ln 2 + ln l + extra(row in the
-// tile) for the rows inside len_q (-inf for an empty row), written by the quad's first lane in
-// the caller's row order (extra returning -0.0f adds nothing, in every rounding).
-template <typename Extra>
-__device__ __forceinline__ void finish_row_sums(const AttnKernelParams& p, float l_run[2], const float m_run[2],
-                                                float num, float inv[2], int64_t b, int64_t h, int64_t x0, int wrow,
-                                                int g, int tq, Extra&& extra) {
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    l_run[rr] += __shfl_xor_sync(0xffffffffu, l_run[rr], 1);
-    l_run[rr] += __shfl_xor_sync(0xffffffffu, l_run[rr], 2);
-    inv[rr] = l_run[rr] != 0.0f ? num / l_run[rr] : 0.0f;
-  }
-  if (p.lse != nullptr && tq == 0) {
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int rw = wrow + g + rr * 8;
-      const int64_t x = x0 + rw;
-      if (x < p.len_q) {
-        const int64_t orow = p.out_rows ? p.out_rows[x] : x;
-        p.lse[(b * p.heads_q + h) * p.len_q + orow] =
-            l_run[rr] != 0.0f ? m_run[rr] * 0.6931471805599453f + logf(l_run[rr]) + extra(rw) : neg_inf();
-      }
-    }
-  }
-}
-
-// Epilogue, staging: the thread's accumulator o (rows wrow + g and + 8, D / 8 column groups)
-// times inv[row] into the [BM][D] swizzled tile `stage` (the row's Q slot).
+// Epilogue (cuda/attention/row_epilogue.cuh) in the Hopper kernels' layout: staging of the
+// thread's accumulator o (rows wrow + g and + 8, D / 8 column groups) times inv[row] into the
+// [BM][D] swizzled tile `stage` (the row's Q slot), and consumer warpgroup cw's 64 staged rows
+// stored by its 128 threads.
 template <typename T, int BM, int D>
 __device__ __forceinline__ void stage_out_rows(T* stage, const float* o, const float inv[2], int wrow, int g, int tq) {
-#pragma unroll
-  for (int nn = 0; nn < D / 8; ++nn) {
-    const int r0 = wrow + g;
-    *reinterpret_cast<uint32_t*>(stage + tile_off<BM>(r0, nn) + tq * 2) =
-        Elem<T>::pack(o[nn * 4 + 0] * inv[0], o[nn * 4 + 1] * inv[0]);
-    *reinterpret_cast<uint32_t*>(stage + tile_off<BM>(r0 + 8, nn) + tq * 2) =
-        Elem<T>::pack(o[nn * 4 + 2] * inv[1], o[nn * 4 + 3] * inv[1]);
-  }
+  stage_rows<T, D>(stage, [&](int n, int i) { return o[n * 4 + i]; }, inv, wrow, g, tq,
+                   [](int r, int c) { return tile_off<BM>(r, c); });
 }
-
-// Epilogue, stores: consumer warpgroup cw's 64 staged rows of query block x0 / BM to out (rows
-// back in the caller's order through out_rows; rows past len_q skipped), 16 bytes at a time.
 template <typename T, int BM, int D>
 __device__ __forceinline__ void store_out_rows(const AttnKernelParams& p, const T* stage, int64_t b, int64_t h,
                                                int64_t x0, int cw, int ctid) {
-  constexpr int NC = D / 8;
-  T* ob = static_cast<T*>(p.out) + b * p.o_sb + h * p.o_sh;
-  for (int c = ctid; c < 64 * NC; c += 128) {
-    const int rw = cw * 64 + c / NC, cc = c % NC;
-    const int64_t x = x0 + rw;
-    if (x >= p.len_q) continue;
-    const int64_t orow = p.out_rows ? p.out_rows[x] : x;
-    const uint4 val = *reinterpret_cast<const uint4*>(stage + tile_off<BM>(rw, cc));
-    T* dst = ob + orow * p.o_sl + cc * 8;
-    if (p.out_vec) {
-      *reinterpret_cast<uint4*>(dst) = val;
-    } else {
-      const T* e = reinterpret_cast<const T*>(&val);
-#pragma unroll
-      for (int u = 0; u < 8; ++u) dst[u] = e[u];
-    }
-  }
+  store_rows<T, D>(p, stage, b, h, x0, cw * 64, 64, ctid, 128, [](int r, int c) { return tile_off<BM>(r, c); });
 }
 #endif  // PSA_SM90_DEVICE
 
