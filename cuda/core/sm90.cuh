@@ -31,7 +31,6 @@ __device__ __forceinline__ unsigned char* align_smem(unsigned char* raw) {
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
   return raw + ((kAlign - (a & (kAlign - 1))) & (kAlign - 1));
 }
-__device__ __forceinline__ unsigned char* align_smem_1024(unsigned char* raw) { return align_smem<1024>(raw); }
 
 // Element offset of (row, 16-byte chunk) in a swizzled [R][D] tile.
 template <int R>

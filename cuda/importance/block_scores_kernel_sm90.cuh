@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
   const GemmScoreParams& p = sp.g;
   const Sm90Schedule& sch = sp.sched;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = align_smem_1024(smem_raw);
+  unsigned char* smem = align_smem<1024>(smem_raw);
   T* sQ = reinterpret_cast<T*>(smem + Tr::kOffQ);  // [D/64][256][64] swizzled
   T* sK = reinterpret_cast<T*>(smem + Tr::kOffK);  // [S][D/64][128][64] swizzled
   int32_t* s_qo = reinterpret_cast<int32_t*>(smem + Tr::kOffQo);

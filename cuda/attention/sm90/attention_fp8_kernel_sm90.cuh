@@ -399,14 +399,10 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           }
           if (u_ring >= S) mbar_wait(bar_evr(s), use_parity);
           issue_boxes();
-          // Per physical column of the tile: column rr is entry rr >> lg's (held by lane
-          // (rr >> lg) & 31 in slot u >> lg, as in tile_token_list).
+          // Per physical column of the tile (column 32 u + lane: its entry's codes).
 #pragma unroll
-          for (int u = 0; u < KT / 32; ++u) {
-            const int rr = u * 32 + lane, j = u >> lg;
-            const uint32_t cj = j == 0 ? code[0] : j == 1 ? code[1] : j == 2 ? code[2] : code[3];
-            sVc[s * KT + rr] = static_cast<uint16_t>(__shfl_sync(0xffffffffu, cj, (rr >> lg) & 31));
-          }
+          for (int u = 0; u < KT / 32; ++u)
+            sVc[s * KT + u * 32 + lane] = static_cast<uint16_t>(column_entry_value(code, u, lg, lane));
         }
         if (loaded < KT) {  // rows past the stream (none of the boxes'): zeros (warp-uniform)
           for (int c = loaded * 8 + lane; c < KT * 8; c += 32) {

@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   using Tr = Traits<D>;
   constexpr int BM = Tr::kBM, KT = Tr::kKT, NC = Tr::kChunks, S = Tr::kStages;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = align_smem_1024(smem_raw);
+  unsigned char* smem = align_smem<1024>(smem_raw);
   T* sK = reinterpret_cast<T*>(smem + Tr::kOffK);
   T* sV = reinterpret_cast<T*>(smem + Tr::kOffV);
   int32_t* sTok = reinterpret_cast<int32_t*>(smem + Tr::kOffTok);

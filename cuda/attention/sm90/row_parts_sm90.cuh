@@ -49,6 +49,17 @@ __device__ __forceinline__ TileEntries tile_entries(const AttnKernelParams& p, c
   return te;
 }
 
+// Per-column view of per-entry values: v[j] holds a value of entry lane + 32 j (as TileEntries'
+// ent); returns the value of the entry of column rr = 32 u + lane, entry rr >> lg, held by lane
+// (rr >> lg) & 31 in slot u >> lg (the same slot on every lane, since 32 columns span at most 32
+// entries).
+template <typename V>
+__device__ __forceinline__ V column_entry_value(const V (&v)[4], int u, int lg, int lane) {
+  const int j = u >> lg;
+  const V vj = j == 0 ? v[0] : j == 1 ? v[1] : j == 2 ? v[2] : v[3];
+  return __shfl_sync(0xffffffffu, vj, ((u * 32 + lane) >> lg) & 31);
+}
+
 // Whether every row of the tile is a valid token, told from the entries (one test per lane):
 // rows past the level's stream are not, nor at level 1 the tokens of a key block past len_k.
 // Warp-uniform.
@@ -78,11 +89,7 @@ __device__ __forceinline__ bool tile_token_list(const AttnKernelParams& p, const
   for (int u = 0; u < KT / 32; ++u) {
     const int rr = u * 32 + lane;
     const int32_t w = te.w0 + rr;
-    // Key rr belongs to entry rr >> lg, held by lane (rr >> lg) & 31 in ent[u >> lg] (the same
-    // slot on every lane, since 32 lanes span at most 32 entries).
-    const int j = u >> te.lg;
-    const int32_t ej = j == 0 ? te.ent[0] : j == 1 ? te.ent[1] : j == 2 ? te.ent[2] : te.ent[3];
-    const int32_t blk = __shfl_sync(0xffffffffu, ej, (rr >> te.lg) & 31);
+    const int32_t blk = column_entry_value(te.ent, u, te.lg, lane);  // key rr's entry
     int64_t t = -1;
     if (w < plan->ntok[te.li]) t = p.dense ? w : static_cast<int64_t>(blk) * te.P + (rr & (te.P - 1));
     const bool valid = t >= 0 && (te.li > 0 || t < p.len_k);
