@@ -31,6 +31,7 @@ struct AttnCase {
   int pattern = 0;       // 1: diagonal only; 2: all level `fill`
   int fill = 1;
   bool bsnd = false;     // q and out in [B, L, H, D] (strided) instead of [B, H, L, D]
+  bool kv_bsnd = false;  // k and v (level 1) in [B, L, H, D] too
   bool q_perm = false;   // problem row x is caller row perm[x] (random): q_rows = out_rows = perm
   bool video = false;
   bool lse = true;
@@ -122,9 +123,21 @@ void run_attention(const AttnCase& c, AttnResult* res, const std::vector<int8_t>
   a.q = dq.get();
   std::copy(qst, qst + 4, a.q_stride);
   if (c.q_perm) a.q_rows = a.out_rows = dperm.get();
-  const int64_t kst[4] = {c.Hkv * c.Lk * D, c.Lk * D, D, 1};
-  a.k = dk.get();
-  a.v = dv.get();
+  const int64_t ks_bhld[4] = {c.Hkv * c.Lk * D, c.Lk * D, D, 1};
+  const int64_t ks_bsnd[4] = {c.Lk * c.Hkv * D, D, c.Hkv * D, 1};
+  const int64_t* kst = c.kv_bsnd ? ks_bsnd : ks_bhld;
+  // [B, L, H, D] copies of k and v for the kernel (the pyramid is pooled from the BHLD ones)
+  auto to_bsnd = [&](const std::vector<uint16_t>& x) {
+    std::vector<uint16_t> y(c.kv_bsnd ? x.size() : 0);
+    for (size_t r = 0; r < y.size() / static_cast<size_t>(D); ++r) {
+      const int64_t t = static_cast<int64_t>(r) % c.Lk, bh = static_cast<int64_t>(r) / c.Lk;
+      std::copy_n(x.data() + r * D, D, y.data() + (bh / c.Hkv) * ks_bsnd[0] + (bh % c.Hkv) * D + t * ks_bsnd[2]);
+    }
+    return y;
+  };
+  DevBuf<uint16_t> dk_s(to_bsnd(k.bits)), dv_s(to_bsnd(v.bits));
+  a.k = c.kv_bsnd ? dk_s.get() : dk.get();
+  a.v = c.kv_bsnd ? dv_s.get() : dv.get();
   std::copy(kst, kst + 4, a.k_stride);
   std::copy(kst, kst + 4, a.v_stride);
   a.out = dout.get();
@@ -291,7 +304,7 @@ TEST_P(CudaAttention, BlockSizesHeadDimsDtypes) {
   PSA_REQUIRE_GPU();
   for (psa_dtype dt : {PSA_DTYPE_BF16, PSA_DTYPE_F16})
     for (int64_t D : {64, 128})
-      for (int64_t bn : {32, 64, 128}) {
+      for (int64_t bn : {16, 32, 64, 128}) {
         const std::string name = std::string(dt == PSA_DTYPE_F16 ? "f16" : "bf16") + " D=" +
                                  std::to_string(D) + " bn=" + std::to_string(bn);
         AttnCase c = base(name.c_str());
@@ -358,6 +371,16 @@ TEST_P(CudaAttention, ShapesCausalGqaStrides) {
   c.B = 2;
   c.Hq = 3;
   c.Hkv = 3;
+  check_attention(c);
+  c = base("q, k, v in BSND strides, batch 2, GQA 4:2");
+  c.bsnd = c.kv_bsnd = true;
+  c.B = 2;
+  c.Hq = 4;
+  c.Hkv = 2;
+  check_attention(c);
+  c = base("k, v in BSND strides, batch 1");
+  c.kv_bsnd = true;
+  c.Hq = c.Hkv = 3;
   check_attention(c);
   c = base("video-like, no LSE");
   c.video = true;

@@ -15,15 +15,21 @@
 //     PERF_NOTES.md). The ring runs on across rows, so the next row's Q and first tiles load
 //     while the consumers finish the current one (its last products and its epilogue). A tile
 //     is a list of work-list entries, each a contiguous run of block_n/p rows of one level's
-//     K/V, so every entry is one TMA box per 64-column panel (tensor maps per level, boxes of
-//     block_n/p rows); completion is counted in bytes on the stage's mbarrier;
+//     K/V, so every entry is one TMA box (per 64-column panel, or for the 8-row group layout
+//     below one box; tensor maps per level, boxes of block_n/p rows); completion is counted in
+//     bytes on the stage's mbarrier;
 //   warpgroups 1, 2 (consumers, 64 query rows each): S = Q K^T with wgmma (both operands in
 //     shared memory), online softmax in registers, O += P V with P from registers. The
 //     QK^T of tile t is issued before the PV of tile t-1, so the softmax of one overlaps the
 //     tensor-core work of the other. The epilogue stages the output rows in the row's Q slot
 //     and then frees the slot for the row after next.
 // Shared tiles use the 128-byte swizzle of wgmma: a [rows][D] tile is stored as D/64 panels
-// of [rows][64] elements, 16-byte chunk c of row r at chunk (c ^ (r & 7)).
+// of [rows][64] elements, 16-byte chunk c of row r at chunk (c ^ (r & 7)). At d128 the K and V
+// tiles are instead kept in 8-row groups when the launcher can map K / V that way
+// (Sm90Params::kv_grouped): group g holds rows 8g..8g+7 of both panels side by side (2 KB), so
+// an entry of 8 or more rows lands as one TMA box (5-D: 64 columns, 8 rows, 2 panels, P / 8
+// groups, one (batch, head)) instead of one box per panel, which halves the requests of every
+// tile; the wgmma descriptors step 1 KB between panels and 2 KB between groups there.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -79,7 +85,9 @@ struct Traits {
 // Kernel parameters: the common block plus TMA descriptors. Q: [B, Hq, Lq, D]; K/V of level
 // index li: [B, Hkv, rows_li, D]; boxes of 64 columns x box_rows rows (128 for Q and for the
 // dense path, block_n >> li for a sparse level; 1 for Q read through q_rows), 128-byte
-// swizzle, zero fill out of bounds.
+// swizzle, zero fill out of bounds. With kv_grouped, a level whose box_rows is a multiple of 8
+// is mapped instead as [B * Hkv][rows / 8][2 panels][8][64] with boxes of box_rows / 8 groups
+// (the 8-row group layout above; (batch, head) folded into one coordinate, b * Hkv + h).
 struct Sm90Params {
   AttnKernelParams a;
   int64_t batch;
@@ -87,7 +95,15 @@ struct Sm90Params {
   CUtensorMap k[4];
   CUtensorMap v[4];
   int32_t box_rows[4];
+  int32_t kv_grouped;
 };
+
+// Element offset of (row, 16-byte chunk) in a K / V tile of KT rows at d128 in the 8-row group
+// layout (the kernel's header comment).
+template <int D>
+__device__ __forceinline__ int grouped_off(int row, int chunk) {
+  return (row >> 3) * (8 * D) + (chunk >> 3) * 512 + (row & 7) * 64 + (((chunk & 7) ^ (row & 7)) << 3);
+}
 
 
 
@@ -193,12 +209,15 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     const bool vw = warp == 2;  // the V warp (warp 0 is the K warp)
     if (warp != 0 && !vw) return;
     constexpr int kPanels = D / 64;
+    const bool grouped = D == 128 && sp.kv_grouped != 0;
+    const int panel_e = grouped ? 512 : KT * 64;  // elements between a row's two panels
     int32_t T0 = 0;  // ring position of the row's first tile
     int n = 0;       // rows done by this CTA
     for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x, ++n) {
       int64_t row, i, h, b;
       decode(r, row, i, h, b);
       const int64_t hk = h / p.group;
+      const int hb = static_cast<int>(hk + b * (p.heads_q / p.group));  // the grouped maps' (batch, head)
       const int64_t x0 = i * BM;
       const int q = n & 1;
       RowPlan* plan = plan_of(q);
@@ -231,14 +250,16 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
         const int32_t w0 = te.w0, entries = te.entries, loaded = te.loaded;
         const int32_t* ent = te.ent;
         // Rows past the stream's end get zeros (never NaN garbage into the products); then one
-        // TMA box per entry and 64-column panel.
+        // TMA box per entry: per 64-column panel, except for entries of 8 or more rows in the
+        // 8-row group layout, which are one box.
         T* dk = sK + s * KT * D;
         T* dv = sV + s * KT * D;
         auto zero_tail = [&](T* dst) {
           if (loaded == KT) return;  // warp-uniform: no tail, no fence
           for (int c = loaded * NC + lane; c < KT * NC; c += 32) {
             const int kr = c / NC, cc = c % NC;
-            *reinterpret_cast<uint4*>(dst + tile_off<KT>(kr, cc)) = make_uint4(0, 0, 0, 0);
+            const int off = grouped ? grouped_off<D>(kr, cc) : tile_off<KT>(kr, cc);
+            *reinterpret_cast<uint4*>(dst + off) = make_uint4(0, 0, 0, 0);
           }
           fence_proxy_async();
         };
@@ -248,9 +269,16 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
             const int e = lane + 32 * j;
             if (e < entries) {
               const int row0 = p.dense ? (w0 + (e << lg)) : ent[j] << lg;
-              for (int pn = 0; pn < kPanels; ++pn)
-                tma_load_4d(smem_addr(dst + pn * KT * 64 + (e << lg) * 64), map, bar, pn * 64, row0,
-                            static_cast<int>(hk), static_cast<int>(b));
+              const int r = e << lg;  // the entry's first row in the tile
+              if (grouped && lg >= 3) {
+                tma_load_5d(smem_addr(dst + r * D), map, bar, 0, 0, 0, row0 >> 3, hb);
+              } else {
+                // the entry's first row of panel pn (a box of fewer than 8 rows stays in a group)
+                const int r0 = grouped ? (r >> 3) * 8 * D + (r & 7) * 64 : r * 64;
+                for (int pn = 0; pn < kPanels; ++pn)
+                  tma_load_4d(smem_addr(dst + r0 + pn * panel_e), map, bar, pn * 64, row0, static_cast<int>(hk),
+                              static_cast<int>(b));
+              }
             }
           }
         };
@@ -305,8 +333,13 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   const int wrow = cw * 64 + (warp & 3) * 16;  // this warp's first row in the CTA tile
   constexpr float kLog2e = 1.4426950408889634f;
   const float sl2 = p.scale * kLog2e;
-  const Sw128Desc k_desc = sw128_desc_words(smem_addr(sK), 16, 1024);
-  const Sw128Desc v_desc = sw128_desc_words(smem_addr(sV), KT * 128, 1024);
+  // K / V tile strides in bytes: between the two 64-column panels of a row and between 8-row
+  // groups (the 8-row group layout at d128, or panels of [KT][64]).
+  const bool grouped = D == 128 && sp.kv_grouped != 0;
+  const uint32_t panel_b = grouped ? 1024u : KT * 128u;
+  const uint32_t group_b = grouped ? 16u * D : 1024u;
+  const Sw128Desc k_desc = sw128_desc_words(smem_addr(sK), 16, group_b);
+  const Sw128Desc v_desc = sw128_desc_words(smem_addr(sV), panel_b, group_b);
 
   float o[D / 2];
   float sc[KT / 2];
@@ -321,18 +354,18 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint64_t da = q_desc.at((kk >> 2) * BM * 128 + (kk & 3) * 32);
-      const uint64_t db = k_desc.at(s * static_cast<uint32_t>(Tr::kTileBytes) + (kk >> 2) * KT * 128 + (kk & 3) * 32);
+      const uint64_t db = k_desc.at(s * static_cast<uint32_t>(Tr::kTileBytes) + (kk >> 2) * panel_b + (kk & 3) * 32);
       Wgmma<T, KT>::ss(sc, da, db, kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   };
-  // O += P V_s (V is MN-major for this product: panels of 64 head-dim columns KT*128 bytes
-  // apart, 8-key groups 1024 bytes apart; k-step j = 16 keys).
+  // O += P V_s (V is MN-major for this product: panels of 64 head-dim columns panel_b bytes
+  // apart, 8-key groups group_b bytes apart; k-step j = 16 keys).
   auto issue_pv = [&](int s) {
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < KT / 16; ++j) {
-      Wgmma<T, D>::rs(o, pf[j], v_desc.at(s * static_cast<uint32_t>(Tr::kTileBytes) + j * 16 * 128));
+      Wgmma<T, D>::rs(o, pf[j], v_desc.at(s * static_cast<uint32_t>(Tr::kTileBytes) + j * 2 * group_b));
     }
     wgmma_commit();
   };

@@ -32,11 +32,34 @@ inline bool encode_map(CUtensorMap* m, bool f16, const void* base, int64_t batch
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// The same d128 tensor as the kernel's 8-row groups: [batch * heads][rows / 8][2 panels][8][64]
+// (the panel dimension's stride, 128 bytes, is below the rows'), boxes of one (batch, head),
+// box_rows / 8 groups, both panels. False when the (batch, head) pairs do not fold into one
+// coordinate (sb != heads * sh with batch > 1), when rows or box_rows is not a multiple of 8
+// (a group would reach past the tensor's end instead of falling out of bounds), or when TMA
+// cannot describe it; the kernel then keeps the per-panel layout.
+inline bool encode_grouped_map(CUtensorMap* m, bool f16, const void* base, int64_t batch, int64_t heads,
+                               int64_t rows, int64_t sb, int64_t sh, int64_t sl, int box_rows) {
+  TensorMapEncodeFn enc = tensor_map_encoder();
+  if (enc == nullptr || rows <= 0 || rows % 8 != 0 || box_rows % 8 != 0 || box_rows > 128 ||
+      (batch > 1 && sb != heads * sh) || rows / 8 > INT32_MAX || heads * batch > INT32_MAX)
+    return false;
+  const cuuint64_t dims[5] = {64, 8, 2, static_cast<cuuint64_t>(rows / 8), static_cast<cuuint64_t>(heads * batch)};
+  const cuuint64_t strides[4] = {static_cast<cuuint64_t>(sl) * 2, 128, static_cast<cuuint64_t>(sl) * 16,
+                                 static_cast<cuuint64_t>(sh) * 2};
+  const cuuint32_t box[5] = {64, 8, 2, static_cast<cuuint32_t>(box_rows / 8), 1};
+  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+  return enc(m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 5, const_cast<void*>(base),
+             dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // The kernel's parameters for `p`: tensor maps of Q and of K/V at every level. False when a
 // tensor cannot be described (the caller then uses the sm80 kernel).
 inline bool make_sm90_params(const AttnKernelParams& p, bool f16, int d, int64_t batch, Sm90Params* out) {
   out->a = p;
   out->batch = batch;
+  out->kv_grouped = 0;
   const int64_t heads_kv = p.heads_q / p.group;
   if (!encode_map(&out->q, f16, p.q, batch, p.heads_q, p.len_q, d, p.q_sb, p.q_sh, p.q_sl, p.q_rows ? 1 : 128))
     return false;
@@ -54,6 +77,29 @@ inline bool make_sm90_params(const AttnKernelParams& p, bool f16, int d, int64_t
         !encode_map(&out->v[li], f16, p.v[li], batch, heads_kv, rows, d, p.v_sb[li], p.v_sh[li], p.v_sl[li], box))
       return false;
   }
+  // d128: the 8-row group layout when every level whose entries are 8 or more rows maps that
+  // way (levels of fewer rows per entry keep their per-panel boxes, placed inside a group).
+  if (d != 128) return true;
+  CUtensorMap gk[4], gv[4];
+  const int levels = p.dense ? 1 : 4;
+  for (int li = 0; li < levels; ++li) {
+    const int box = out->box_rows[li];
+    if (box % 8 != 0) continue;
+    const int64_t rows = li == 0 ? p.len_k : (p.nk * p.block_n) >> li;
+    if (!encode_grouped_map(&gk[li], f16, p.k[li], batch, heads_kv, rows, p.k_sb[li], p.k_sh[li], p.k_sl[li], box) ||
+        !encode_grouped_map(&gv[li], f16, p.v[li], batch, heads_kv, rows, p.v_sb[li], p.v_sh[li], p.v_sl[li], box))
+      return true;
+  }
+  for (int li = 0; li < levels; ++li) {
+    if (out->box_rows[li] % 8 != 0) continue;
+    out->k[li] = gk[li];
+    out->v[li] = gv[li];
+  }
+  for (int li = levels; li < 4; ++li) {  // dense: never read, copies of level 1 as above
+    out->k[li] = out->k[0];
+    out->v[li] = out->v[0];
+  }
+  out->kv_grouped = 1;
   return true;
 }
 
