@@ -10,7 +10,10 @@
 //   keeps round(d * nk) level-1 key blocks per query block (random, ascending; seed fixed), so
 //   "1" is the dense work through the sparse path; "Lp:d" (p in 1, 2, 4, 8) = the same work
 //   d at level p only, round(d * p * nk) blocks of block_n / p pooled keys each (pooled tiles
-//   against full-resolution tiles at equal work). Sparse lines run the Hopper kernel only.
+//   against full-resolution tiles at equal work); "mix:a/b/c/e" = a pyramid row: fractions a, b,
+//   c, e of the nk key blocks at levels 1, 2, 4, 8 (disjoint random blocks; "mix:0.1/0.05/0/0.2"
+//   is the reference implementation's default configuration at density 0.15). Sparse lines run
+//   the Hopper kernel only.
 //   --block-n: key block size of the sparse lines (default 128; PSA's default is 64).
 //   --rows-grid: also time the Hopper kernel with one CTA per query block instead of the
 //   persistent grid (line tag "sm90r").
@@ -180,7 +183,16 @@ int main(int argc, char** argv) {
         const int64_t rows = s.heads * p.mq;
         int li = 0;
         double work = 0.0;
-        if (item.size() > 3 && item[0] == 'L' && item[2] == ':') {
+        double frac[4] = {0.0, 0.0, 0.0, 0.0};  // mix: fractions of the key blocks per level
+        const bool mix = item.rfind("mix:", 0) == 0;
+        if (mix) {
+          if (std::sscanf(item.c_str() + 4, "%lf/%lf/%lf/%lf", &frac[0], &frac[1], &frac[2], &frac[3]) != 4 ||
+              frac[0] < 0 || frac[1] < 0 || frac[2] < 0 || frac[3] < 0 || frac[0] + frac[1] + frac[2] + frac[3] > 1.0) {
+            std::fprintf(stderr, "attention_kernel_bench: %s: want mix:a/b/c/e, fractions >= 0 summing to <= 1\n",
+                         item.c_str());
+            return 2;
+          }
+        } else if (item.size() > 3 && item[0] == 'L' && item[2] == ':') {
           const int level = item[1] - '0';
           li = level == 1 ? 0 : level == 2 ? 1 : level == 4 ? 2 : level == 8 ? 3 : -1;
           if (li < 0) {
@@ -191,17 +203,27 @@ int main(int argc, char** argv) {
         } else {
           work = std::atof(item.c_str());
         }
-        const int keep = std::min<int>(static_cast<int>(p.nk),
-                                       std::max<int>(1, static_cast<int>(std::lround(work * (1 << li) * p.nk))));
+        // blocks kept per level (a single-level line keeps `work` at level li)
+        int keep[4] = {0, 0, 0, 0};
+        if (mix) {
+          for (int l = 0; l < 4; ++l) keep[l] = static_cast<int>(std::lround(frac[l] * p.nk));
+        } else {
+          keep[li] = std::min<int>(static_cast<int>(p.nk),
+                                   std::max<int>(1, static_cast<int>(std::lround(work * (1 << li) * p.nk))));
+        }
         std::vector<int32_t> blocks(static_cast<size_t>(rows * p.nk), 0), count(static_cast<size_t>(rows * 4), 0);
         std::mt19937 rng(7);
         std::vector<int32_t> perm(static_cast<size_t>(p.nk));
         for (int64_t r = 0; r < rows; ++r) {
           for (int64_t j = 0; j < p.nk; ++j) perm[j] = static_cast<int32_t>(j);
           std::shuffle(perm.begin(), perm.end(), rng);
-          std::sort(perm.begin(), perm.begin() + keep);
-          std::copy(perm.begin(), perm.begin() + keep, blocks.begin() + r * p.nk);
-          count[r * 4 + li] = keep;
+          int at = 0;  // each level's blocks ascending, levels in order (the work list's layout)
+          for (int l = 0; l < 4; ++l) {
+            std::sort(perm.begin() + at, perm.begin() + at + keep[l]);
+            count[r * 4 + l] = keep[l];
+            at += keep[l];
+          }
+          std::copy(perm.begin(), perm.begin() + at, blocks.begin() + r * p.nk);
         }
         CK(cudaMalloc(&wl, blocks.size() * 4));
         CK(cudaMalloc(&wc, count.size() * 4));
@@ -210,7 +232,8 @@ int main(int argc, char** argv) {
         p.dense = 0;
         p.wl_blocks = wl;
         p.wl_count = wc;
-        dens = static_cast<double>(keep) / p.nk / (1 << li);
+        dens = 0.0;
+        for (int l = 0; l < 4; ++l) dens += static_cast<double>(keep[l]) / p.nk / (1 << l);
       }
       for (int k = (p.dense ? 0 : 1); k < (prop.major == 9 ? (rows_grid ? 3 : 2) : 1); ++k) {
         const bool sm90 = k > 0, rg = k == 2;
