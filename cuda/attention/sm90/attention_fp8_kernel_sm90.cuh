@@ -404,11 +404,10 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           for (int u = 0; u < KT / 32; ++u)
             sVc[s * KT + u * 32 + lane] = static_cast<uint16_t>(column_entry_value(code, u, lg, lane));
         }
-        if (loaded < KT) {  // rows past the stream (none of the boxes'): zeros (warp-uniform)
-          for (int c = loaded * 8 + lane; c < KT * 8; c += 32) {
-            const int kr = c >> 3, cc = c & 7;
-            *reinterpret_cast<uint4*>(dst + off8(kr, cc * 16)) = make_uint4(0, 0, 0, 0);
-          }
+        if (loaded < KT) {  // rows past the stream (none of the boxes'): zeros (warp-uniform),
+          // one contiguous run (zeros need no swizzle), 512 bytes per warp store
+          for (int off = loaded * 128 + lane * 16; off < KT * 128; off += 512)
+            *reinterpret_cast<uint4*>(dst + off) = make_uint4(0, 0, 0, 0);
           fence_proxy_async();
         }
         __syncwarp();
