@@ -224,7 +224,9 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
   const Shape shapes[] = {{"cogvideox", 48, 17776, 64, 128},
                           {"wan13", 12, 32760, 128, 128},
                           {"wan13/bn32", 12, 32760, 128, 32},
-                          {"wan14", 40, 75600, 128, 128}};
+                          {"wan13/bn64", 12, 32760, 128, 64},
+                          {"wan14", 40, 75600, 128, 128},
+                          {"wan14/bn64", 40, 75600, 128, 64}};
   const bool sm90 = gpu::score_sm90_available();
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
