@@ -257,7 +257,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
         // Zeros need no swizzle: the tail is written as contiguous byte runs (per panel, or in
         // the 8-row group layout from the first whole group on), 512 bytes per warp store; a
         // per-chunk loop through the swizzled offsets made a tile with a tail cost about as much
-        // as two full ones (PERF_NOTES.md, "Tiles with a tail").
+        // as two full ones (PERF_NOTES.md, "Pooled tiles: one TMA box per entry, and tiles with
+        // a tail").
         auto zero_tail = [&](T* dst) {
           if (loaded == KT) return;  // warp-uniform: no tail, no fence
           unsigned char* base = reinterpret_cast<unsigned char*>(dst);
@@ -266,7 +267,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
             const int r8 = (loaded + 7) & ~7;  // rows of a partly loaded group (entries of < 8 rows)
             for (int c = loaded * NC + lane; c < r8 * NC; c += 32)
               *reinterpret_cast<uint4*>(dst + grouped_off<D>(c / NC, c % NC)) = z;
-            for (int off = r8 * D * 2 + lane * 16; off < KT * D * 2; off += 512) *reinterpret_cast<uint4*>(base + off) = z;
+            for (int off = r8 * D * 2 + lane * 16; off < KT * D * 2; off += 512)
+              *reinterpret_cast<uint4*>(base + off) = z;
           } else {
             for (int pn = 0; pn < kPanels; ++pn)
               for (int off = (pn * KT + loaded) * 128 + lane * 16; off < (pn + 1) * KT * 128; off += 512)
