@@ -513,9 +513,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
 
     // Epilogue: out = o / l (0 for an empty row), lse = m ln2 + ln l (-inf for an empty row);
     // rows go back to the caller's order through out_rows. The warpgroup's own 64 rows of the
-    // Q slot stage the output tile (its wgmma reads of them are complete). Twin of the sm80
-    // epilogue (attention_kernel_sm80.cuh): a change to the empty-row, lse or row-order rule
-    // changes both.
+    // Q slot stage the output tile (its wgmma reads of them are complete). The rules live in
+    // row_epilogue.cuh, shared with the sm80 kernel and the 8-bit one.
     float inv[2];
     finish_row_sums(p, l_run, m_run, 1.0f, inv, b, h, x0, wrow, g, tq, [](int) { return -0.0f; });
     stage_out_rows<T, BM, D>(sQ, o, inv, wrow, g, tq);
