@@ -116,6 +116,28 @@ __device__ __forceinline__ void tie_flush(const GemmScoreParams& p, const float*
   __syncwarp();  // every lane has read the list before it is written again
 }
 
+// Where finish_tile reads the block-max logits of the query block it finishes. begin_row(r0)
+// starts query block rows r0 ..; logits<kBatch>(j0, lane, mr, y) gives y[u] = block_logit_max of
+// block j = j0 + lane + 32u (0 past nk) for j0 = 0, 32 kBatch, ... in turn, every lane of the warp
+// calling it for every j0. This one: each lane loads its blocks' columns from the scratch in
+// global memory.
+struct ScratchLogits {
+  const float* scratch;  // the slot: column j of row r at scratch[j * 256 + r]
+  int q_count;
+  int64_t nk;
+  const float* a = nullptr;  // column 0 of rows r0 ..
+  __device__ __forceinline__ void begin_row(int r0) { a = scratch + r0; }
+  template <int kBatch>
+  __device__ __forceinline__ void logits(int64_t j0, int lane, const float* mr, float (&y)[kBatch]) {
+    constexpr int64_t kRows = kScoreTileRows;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t j = j0 + lane + 32 * u;
+      y[u] = j < nk ? block_logit_max(a + j * kRows, mr, q_count) : 0.0f;
+    }
+  }
+};
+
 // Given a complete scratch slot (a[r][j] at scratch[j * 256 + r]) and the row maxima s_m[r] of
 // the tile (b*Hq + h = bh, row tile rt), per query block of the tile: (2) P[i][j] =
 // exp(max_r (a[r][j] - m[r])) (= max_r exp(a - m): exp is monotone, so one double exp per block
@@ -124,9 +146,11 @@ __device__ __forceinline__ void tie_flush(const GemmScoreParams& p, const float*
 // sequential sum may differ in the last bit); (4) scores = P / sum. Float operations on each value
 // are the CPU's. Query block il goes to warp il % n_warps of the calling group (warp = 0 ..
 // n_warps-1, lane = 0..31); no barrier inside, so the caller only orders the scratch and s_m
-// writes before the call. A lane takes kBatch key blocks at a time (their loads first: up to
-// 4 * kBatch float4 loads in flight); kBatch 2 spills at the sm90 finishers' 56 registers, so
-// they use 1. With p.ties, (5) the tie masses: 0, and for the few P == 1 blocks of the row the
+// writes before the call. `src` supplies max_r (a[r][j] - m[r]) (ScratchLogits: from global
+// memory, a lane taking kBatch key blocks at a time with their loads first, up to 4 * kBatch
+// float4 loads in flight; kBatch 2 spills at the sm90 finishers' 56 registers; the sm90
+// finishers read shared-memory copies instead, block_scores_kernel_sm90.cuh). With p.ties, (5)
+// the tie masses: 0, and for the few P == 1 blocks of the row the
 // warp-wide sum of their sampled weights (importance_spec.h order), from the same scratch. The
 // main loop appends each P == 1 block to the warp's list (tie_list); after the normalisation
 // (whose loop also writes the tie row's zeros) the list is summed kTie blocks at a time
@@ -135,12 +159,13 @@ __device__ __forceinline__ void tie_flush(const GemmScoreParams& p, const float*
 // (block_is_top), 32 blocks at a time. kTie is the caller's: 4 on the sm90 finishers, 8 on the
 // sm90 consumers, 2 on the sm80 kernel (PERF_NOTES.md, "Tie masses: the list filled by the main
 // loop").
-template <int kBatch, int kTie>
+template <int kBatch, int kTie, class Src>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
-                                            int64_t bh, int64_t rt, int warp, int n_warps, int lane) {
+                                            int64_t bh, int64_t rt, int warp, int n_warps, int lane, Src&& src) {
   static_assert(kBatch == 1 || kBatch == 2, "one or two key blocks per lane at a time");
   static_assert(kTie == 1 || kTie == 2 || kTie == 4 || kTie == 8, "1, 2, 4 or 8 tied blocks summed at a time");
   constexpr int kRows = static_cast<int>(kScoreTileRows);
+  constexpr int kNorm = 4;  // normalised blocks per lane at a time (their loads first)
   const int nqb = kRows >> p.q_shift;  // query blocks per tile
   const int nq_valid = static_cast<int>(min(static_cast<int64_t>(nqb), p.mq - rt * nqb));
   float* out = p.scores + (bh * p.mq + rt * nqb) * p.nk;  // query block il of this tile: out + il * nk
@@ -154,34 +179,39 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
       if (lane == 0) *tie_list().count = 0;
       __syncwarp();
     }
-    const float* a = scratch + r0 + lane * kRows;
-    for (int64_t j = lane; j < p.nk; j += 32 * kBatch, a += 32 * kBatch * kRows) {
+    src.begin_row(r0);
+    for (int64_t j0 = 0; j0 < p.nk; j0 += 32 * kBatch) {
       float y[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u)
-        y[u] = j + 32 * u < p.nk ? block_logit_max(a + 32 * u * kRows, mr, p.q_count) : 0.0f;
+      src.template logits<kBatch>(j0, lane, mr, y);
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
-        if (j + 32 * u >= p.nk) break;
+        const int64_t j = j0 + lane + 32 * u;
+        if (j >= p.nk) break;
         const float v = sample_weight(y[u]);
-        row[j + 32 * u] = v;
+        row[j] = v;
         s += v;
         if (v == 1.0f && p.ties != nullptr) {
           const TieList tl = tie_list();
           const int pos = atomicAdd(tl.count, 1);
-          if (pos < kTieListCap) tl.e[pos] = static_cast<int>(j) + 32 * u;
+          if (pos < kTieListCap) tl.e[pos] = static_cast<int>(j);
         }
       }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     float* tie_row = p.ties != nullptr ? p.ties + (row - p.scores) : nullptr;
-    if (s > 0.0 || tie_row != nullptr)
-      for (int64_t j = lane; j < p.nk; j += 32) {  // this lane's own writes; its tie masses 0 (ties below)
-        if (s > 0.0) row[j] = static_cast<float>(row[j] / s);
-        if (tie_row != nullptr) tie_row[j] = 0.0f;
+    if (s > 0.0) {  // this lane's own values (kNorm loads in flight)
+      for (int64_t j = lane; j < p.nk; j += 32 * kNorm) {
+        float v[kNorm];
+#pragma unroll
+        for (int u = 0; u < kNorm; ++u) v[u] = j + 32 * u < p.nk ? row[j + 32 * u] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < kNorm; ++u)
+          if (j + 32 * u < p.nk) row[j + 32 * u] = static_cast<float>(v[u] / s);
       }
-    if (tie_row != nullptr) {
+    }
+    if (tie_row != nullptr) {  // this lane's tie masses 0 (ties below)
+      for (int64_t j = lane; j < p.nk; j += 32) tie_row[j] = 0.0f;
       __syncwarp();  // the zeros and the list's entries before the sums (tie_batch writes from another lane)
       const TieList tl = tie_list();
       const int n = *tl.count;  // warp-uniform
@@ -208,6 +238,13 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
       }
     }
   }
+}
+
+// finish_tile reading the scratch from global memory.
+template <int kBatch, int kTie>
+__device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
+                                            int64_t bh, int64_t rt, int warp, int n_warps, int lane) {
+  finish_tile<kBatch, kTie>(p, scratch, s_m, bh, rt, warp, n_warps, lane, ScratchLogits{scratch, p.q_count, p.nk});
 }
 
 }  // namespace score_gemm

@@ -19,9 +19,11 @@
 //     finishers and go straight on: the next tile's query rows are gathered by cp.async;
 //   warps 1-3 of warpgroup 0 (finishers, when sp.overlap): finish_tile (block_scores_finish.cuh)
 //     of tile n while the consumers sweep tile n + 1; the CTA's last tile is finished by all 11
-//     warps. Each CTA has two scratch slots and two row-maxima buffers; tile n uses slot n % 2,
-//     handed over by named barriers (ready: consumers -> finishers, free: finishers ->
-//     consumers). Without overlap the consumers finish each tile themselves after its sweep.
+//     warps. With sp.fin_tma a finisher reads the scratch through TMA into its own ring of
+//     shared buffers (PieceLogits), not by per-lane global loads. Each CTA has two scratch
+//     slots and two row-maxima buffers; tile n uses slot n % 2, handed over by mbarriers
+//     (ready: consumers -> finishers, free: finishers -> consumers). Without overlap the
+//     consumers finish each tile themselves after its sweep.
 // The last chunk packs 128/W offsets of W = 8/16/32/64 blocks (the fewest that cover it) into a
 // stage; the block past the last full one (replicate padding: clamped tokens, which TMA cannot
 // express) is a stage of its own, gathered by cp.async, whose 128 columns all belong to it.
@@ -72,15 +74,23 @@ struct Sm90ScoreTraits {
   static constexpr size_t kOffK = kOffQ + kQBytes;
   static constexpr size_t kOffQo = kOffK + kStages * kStageBytes;
   static constexpr size_t kOffM = kOffQo + sizeof(int32_t) * 128;
-  static constexpr size_t kOffBar = kOffM + sizeof(float) * 2 * kRows;  // row maxima per slot
-  static constexpr int kBars = 2 * kStages + 4; // full, empty per stage; ready, free per slot
+  // Finisher copies of the scratch: per finisher warp kPieces buffers of one piece (32 key
+  // blocks x up to 32 rows, fp32) each.
+  static constexpr int kPieces = D == 64 ? 4 : 2;
+  static constexpr size_t kPieceBytes = sizeof(float) * 32 * 32;  // PieceLogits::kFloats
+  static constexpr size_t kOffFin = kOffM + sizeof(float) * 2 * kRows;  // row maxima per slot
+  static constexpr size_t kOffBar = kOffFin + kFinishWarps * kPieces * kPieceBytes;
+  // full, empty per stage; ready, free per slot; one per finisher piece buffer
+  static constexpr int kBars = 2 * kStages + 4 + kFinishWarps * kPieces;
   // +1024: the dynamic shared window is rounded up to the 1024-byte swizzle atom.
   static constexpr size_t kSmem = kOffBar + sizeof(uint64_t) * kBars + 1024;
   static_assert(kRows == 2 * 128, "two consumer warpgroups of 2 x 64 rows");
   static_assert(kKeys == 2 * kChunk, "a full-chunk stage holds two offsets");
   static_assert(kOffK % 1024 == 0 && kStageBytes % 1024 == 0, "swizzle atoms start on 1024 bytes");
+  static_assert(kOffFin % 128 == 0 && kPieceBytes % 128 == 0, "TMA destinations on 128 bytes");
   static_assert(kOffBar % 8 == 0, "mbarriers are 8-byte aligned");
-  static_assert(kSmem <= 227 * 1024, "fits the sm90 shared-memory opt-in");
+  static_assert(kSmem + sizeof(int32_t) * kTieListWarps * (kTieListCap + 1) <= 227 * 1024,
+                "with finish_tile's tie lists (static), fits the sm90 shared-memory opt-in");
 };
 
 // Order of the stages of one CTA tile (the same for every tile): the tail block's stage when
@@ -97,16 +107,81 @@ struct Sm90Schedule {
 
 // Kernel parameters: the sm80 block plus the K tensor maps. kmap[w]: K as [B][Hkv][nk_full]
 // [block_n][D] (full key blocks only), boxes of 64 columns x 1 offset x (64 >> w) blocks,
-// 128-byte swizzle, zero fill past nk_full.
+// 128-byte swizzle, zero fill past nk_full. smap (when fin_tma): the scratch as [slots][nk][256]
+// fp32, boxes of q_count rows x 32 blocks, no swizzle, zero fill past nk.
 struct Sm90ScoreParams {
   GemmScoreParams g;
   CUtensorMap kmap[4];
+  CUtensorMap smap;
   int32_t k_count;
   int32_t nk_full;
   Sm90Schedule sched;
   int32_t overlap;  // 1: finisher warps finish tile n during the sweep of n + 1; 0: the consumers
                     // finish each tile after its sweep
+  int32_t fin_tma;  // 1: the finisher warps read the scratch through smap (4 <= q_count <= 32)
 };
+
+#ifdef PSA_SM90_DEVICE
+// finish_tile's source on a finisher warp: the query block's scratch columns, a piece of 32 key
+// blocks at a time, copied by TMA into this warp's ring of kP shared buffers (kP pieces in
+// flight), so the loads need no registers and the warp waits once per piece. A piece is [32
+// blocks][q_count rows]; lane l takes block l and reads its rows' 16-byte chunks starting at
+// chunk l (mod q_count / 4), so the 8 lanes of a shared-memory phase hit different banks. The
+// maximum does not depend on the order of its terms: fmaxf skips NaN, and a tie of -0 and +0
+// gives exp = 1 either way (block_is_top's argument), so y is block_logit_max's.
+template <int kP>
+struct PieceLogits {
+  static constexpr int kFloats = 32 * 32;  // one buffer: 32 blocks x up to 32 rows
+  const CUtensorMap* map;
+  const float* gbuf;  // buffer 0 (buffers kFloats apart)
+  uint32_t buf;       // its shared address
+  uint32_t bar;       // mbarrier of buffer 0 (8 bytes apart)
+  int slot, q_count;
+  int64_t nk;
+  uint32_t base;  // pieces of earlier rows (all consumed)
+  int r0 = 0, np = 0;
+  __device__ __forceinline__ void issue(int k, int lane) {  // piece k of the row into its buffer
+    if (lane == 0) {
+      const uint32_t g = base + static_cast<uint32_t>(k), b = g % kP;
+      sm90::fence_proxy_async();  // this buffer's generic reads (previous piece) before the async write
+      sm90::mbar_arrive_expect_tx(bar + 8u * b, static_cast<uint32_t>(q_count * 32 * sizeof(float)));
+      sm90::tma_load_3d(buf + b * static_cast<uint32_t>(kFloats * sizeof(float)), map, bar + 8u * b, r0, k * 32, slot);
+    }
+  }
+  __device__ __forceinline__ void begin_row(int row0) {
+    base += static_cast<uint32_t>(np);
+    r0 = row0;
+    np = static_cast<int>((nk + 31) / 32);
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    for (int k = 0; k < kP && k < np; ++k) issue(k, lane);
+  }
+  template <int kBatch>
+  __device__ __forceinline__ void logits(int64_t j0, int lane, const float* mr, float (&y)[1]) {
+    static_assert(kBatch == 1, "one piece at a time");
+    const int k = static_cast<int>(j0 >> 5);
+    const uint32_t g = base + static_cast<uint32_t>(k), b = g % kP;
+    sm90::mbar_wait(bar + 8u * b, (g / kP) & 1);
+    float v = -INFINITY;
+    if (j0 + lane < nk) {
+      const int nc = q_count >> 2;
+      const float* col = gbuf + b * kFloats + lane * q_count;
+#pragma unroll 4
+      for (int c = 0; c < nc; ++c) {
+        const int cc = (c + lane) & (nc - 1);
+        const float4 av = *reinterpret_cast<const float4*>(col + cc * 4);
+        const float4 mv = *reinterpret_cast<const float4*>(mr + cc * 4);
+        v = fmaxf(v, __fsub_rn(av.x, mv.x));
+        v = fmaxf(v, __fsub_rn(av.y, mv.y));
+        v = fmaxf(v, __fsub_rn(av.z, mv.z));
+        v = fmaxf(v, __fsub_rn(av.w, mv.w));
+      }
+    }
+    y[0] = j0 + lane < nk ? v : 0.0f;
+    __syncwarp();  // every lane has read the buffer
+    if (k + kP < np) issue(k + kP, lane);
+  }
+};
+#endif  // PSA_SM90_DEVICE
 
 // Stage k of a CTA tile: w = log2(64 / W) (4: the tail block), first block j0, index v within its
 // chunk, and whether it is the chunk's last (M is complete after it).
@@ -214,6 +289,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
   auto bar_empty = [&](int s) { return bar0 + 8u * (S + s); };  // stage read by all 8 consumer warps
   auto bar_ready = [&](int q) { return bar0 + 8u * (2 * S + q); };  // slot q written by the consumers
   auto bar_free = [&](int q) { return bar0 + 8u * (2 * S + 2 + q); };  // slot q read by the finishers
+  auto bar_piece = [&](int fw) { return bar0 + 8u * (2 * S + 4 + fw * Tr::kPieces); };  // finisher fw's buffers
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
   const int kc = sp.k_count;
@@ -235,6 +311,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       mbar_init(bar_ready(q), Tr::kConsumers);
       mbar_init(bar_free(q), 32 * Tr::kFinishWarps);
     }
+    for (int b = 0; b < Tr::kFinishWarps * Tr::kPieces; ++b) mbar_init(bar_piece(0) + 8u * b, 1);
     mbar_init_fence();
   }
   __syncthreads();
@@ -245,14 +322,25 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
     if (warp != 0) {
       // ============================== finishers ==============================
       if (!sp.overlap) return;
+      const int fw = warp - 1;
+      const uint32_t fbuf = Tr::kOffFin + static_cast<uint32_t>(fw * Tr::kPieces * Tr::kPieceBytes);
+      PieceLogits<Tr::kPieces> src{&sp.smap, reinterpret_cast<const float*>(smem + fbuf), smem_addr(smem + fbuf),
+                                   bar_piece(fw), 0, p.q_count, p.nk, 0u};
       int n = 0;
       for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++n) {
         const int q = n & 1;
         mbar_wait(bar_ready(q), (n >> 1) & 1);  // the consumers' slot writes are visible
         // The CTA's last tile is finished by the consumers' 8 warps and these 3 together.
         const bool last = tile + gridDim.x >= p.tiles;
-        finish_tile<1, Tr::kFinishTie>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
-                    last ? 8 + warp - 1 : warp - 1, last ? 8 + Tr::kFinishWarps : Tr::kFinishWarps, lane);
+        const int fwarp = last ? 8 + fw : fw, fwarps = last ? 8 + Tr::kFinishWarps : Tr::kFinishWarps;
+        if (sp.fin_tma) {
+          src.slot = static_cast<int>(blockIdx.x + (n & 1) * gridDim.x);
+          finish_tile<1, Tr::kFinishTie>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
+                                         fwarp, fwarps, lane, src);
+        } else {
+          finish_tile<1, Tr::kFinishTie>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
+                                         fwarp, fwarps, lane);
+        }
         // The consumers wait for this slot again only when the CTA has tile n + 2.
         if (tile + 2 * static_cast<int64_t>(gridDim.x) < p.tiles) mbar_arrive(bar_free(q));
       }
@@ -384,6 +472,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       }
     const int cwarp = warp - 4;  // 0..7
     if (sp.overlap) {
+      if (sp.fin_tma) fence_proxy_async_global();  // the slot's writes before the finishers' TMA reads
       mbar_arrive(bar_ready(n & 1));  // slot n % 2 (scratch and row maxima) to the finishers
       sync_consumers();  // s_qo and sQ are reused (every warpgroup's products are complete)
       if (tile + gridDim.x >= p.tiles)  // the CTA's last tile: help the finishers

@@ -42,6 +42,24 @@ bool encode_k_map(CUtensorMap* m, bool f16, const void* k, int64_t batch, int64_
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// The scratch [slots][nk][256] fp32 seen by the finisher warps: coordinate (row, key block,
+// slot), boxes of q_count rows x 32 blocks, zero fill past nk. False when TMA cannot describe it.
+bool encode_scratch_map(CUtensorMap* m, float* scratch, int64_t nk, int64_t slots, int q_count) {
+  TensorMapEncodeFn enc = tensor_map_encoder();
+  if (enc == nullptr || nk < 1 || nk > INT32_MAX || slots < 1 || slots > INT32_MAX || q_count < 4 || q_count > 32 ||
+      reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
+    return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(kScoreTileRows), static_cast<cuuint64_t>(nk),
+                              static_cast<cuuint64_t>(slots)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(kScoreTileRows * sizeof(float)),
+                                 static_cast<cuuint64_t>(score_scratch_slot_bytes(nk))};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(q_count), 32, 1};
+  const cuuint32_t estr[3] = {1, 1, 1};
+  return enc(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, scratch, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // Stage order of every CTA tile (see Sm90Schedule): the last chunk takes the narrowest width in
 // 8/16/32/64 that covers its blocks, so at most 7 of its blocks are padding (CogVideoX: 138 full
 // blocks = 64 + 64 + 10 -> the last chunk is 16 wide: 16 offsets x 8 per stage, not 64 x 2).
@@ -87,10 +105,16 @@ cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t sl
   // Two scratch slots per CTA (CTA c's second slot, c + grid, is used only when c + grid < tiles).
   const int64_t grid = std::min(std::min(p.tiles, std::max<int64_t>(slots / 2, 1)), static_cast<int64_t>(sms));
   if (2 * grid > slots && p.tiles > grid) return cudaErrorNotSupported;
-  // Finisher warps pay when a tile's sweep (k_count * D multiply-adds per row and key block)
-  // outweighs its finish (q_count / 4 loads per query and key block); measured in PERF_NOTES
-  // (v4): faster at 32 key samples x d64/d128, slower at 8 x d128.
-  sp.overlap = a.finish_overlap >= 0 ? a.finish_overlap : (static_cast<int64_t>(a.k_count) * D >= 2048 ? 1 : 0);
+  // The finisher warps read the scratch through TMA when q_count is 4..32 (smap); then finishing
+  // on them pays at every measured shape (PERF_NOTES.md, "Importance: the finisher warps fed by
+  // TMA": 0.54 against 0.64 ms at 8 key samples x d128, where their global loads lost). Without
+  // TMA they pay when a tile's sweep (k_count * D multiply-adds per row and key block)
+  // outweighs its finish (q_count / 4 loads per query and key block): v4, faster at 32 key
+  // samples x d64/d128, slower at 8 x d128.
+  const bool smap = encode_scratch_map(&sp.smap, p.scratch, p.nk, std::min(slots, p.tiles), p.q_count);
+  sp.overlap = a.finish_overlap >= 0 ? a.finish_overlap
+                                     : (smap || static_cast<int64_t>(a.k_count) * D >= 2048 ? 1 : 0);
+  sp.fin_tma = sp.overlap && smap ? 1 : 0;
   kernel<<<static_cast<unsigned>(grid), Tr::kThreads, Tr::kSmem, stream>>>(sp);
   return cudaGetLastError();
 }

@@ -63,8 +63,9 @@ struct ScoreArgs {
   void* scratch = nullptr;   // [slots][Nk][256] fp32, 16-byte aligned; NULL: per-block kernel
   uint64_t scratch_bytes = 0;
   ScoreKernel kernel = ScoreKernel::kAuto;
-  // sm90 kernel: -1 picks by shape; 1 finishes each tile on separate warps during the next
-  // tile's sweep; 0 finishes it after the sweep (tests and benchmarks compare them).
+  // sm90 kernel: -1 picks by shape and sample counts; 1 finishes each tile on separate warps
+  // during the next tile's sweep; 0 finishes it after the sweep (tests and benchmarks compare
+  // them).
   int finish_overlap = -1;
 };
 psa_status block_scores_cuda(const ScoreArgs& args, cudaStream_t stream);

@@ -4,6 +4,7 @@
 // (tensor-core dot order) on random and video-like inputs, GQA, Lq != Lk, odd L, 1..128 samples
 // per block, several CTA tiles per head, several 64-block chunks, Lk < block_n, few scratch slots.
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -222,6 +223,8 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
     int64_t H, L, D, bn;
   };
   const Shape shapes[] = {{"cogvideox", 48, 17776, 64, 128},
+                          {"cogvideox/bn64", 48, 17776, 64, 64},
+                          {"cogvideox/bn32", 48, 17776, 64, 32},
                           {"wan13", 12, 32760, 128, 128},
                           {"wan13/bn32", 12, 32760, 128, 32},
                           {"wan13/bn64", 12, 32760, 128, 64},
@@ -231,7 +234,11 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
+  // PSA_IMPORTANCE_SHAPES=wan14,wan14/bn64 times only those shapes (e.g. under a profiler).
+  const char* only = std::getenv("PSA_IMPORTANCE_SHAPES");
   for (const Shape& s : shapes) {
+    if (only != nullptr && (std::string(",") + only + ",").find(std::string(",") + s.name + ",") == std::string::npos)
+      continue;
     const int64_t bm = 128, mq = (s.L + bm - 1) / bm, nk = (s.L + s.bn - 1) / s.bn;
     const int32_t qs = 32, ks = static_cast<int32_t>(s.bn / 4);
     const size_t per_head = static_cast<size_t>(s.L * s.D);
