@@ -338,11 +338,14 @@ psa_status launch_tile(const LevelKernelParams& p, dim3 grid, cudaStream_t strea
   return launch_status("build_levels_kernel");
 }
 
-// Tiles by row length, smallest first: 128 threads up to 1024 candidates (the standard shapes:
-// 139, 256, 591, 1024 key blocks; 64 x 3 keeps CogVideoX's 139 from padding to 256), then wider
-// CTAs. The last tile's capacity is the builder's limit.
+// Tiles by row length, smallest first: 128 threads up to 1024 candidates, then wider CTAs. The
+// standard shapes have 139, 256, 591, 1024 key blocks at block_n 128 and 278, 512, 1182 at
+// block_n 64 (the shipped presets' size): 64 x 3 keeps CogVideoX's 139 from padding to 256,
+// 128 x 3 its 278 from padding to 640, 160 x 8 Wan2.1-14B's 1182 from 2048. The cost follows
+// the capacity: H200, 40 x 591 rows of 1182, topk 1.03 -> 0.63 ms and thresholdbound 1.61 ->
+// 0.94 ms with 160 x 8. The last tile's capacity is the builder's limit.
 #define PSA_LEVEL_TILES(X) \
-  X(64, 3) X(128, 2) X(128, 5) X(128, 8) X(256, 8) X(512, 8) X(512, 16) X(512, 32)
+  X(64, 3) X(128, 2) X(128, 3) X(128, 4) X(128, 5) X(128, 8) X(160, 8) X(256, 8) X(512, 8) X(512, 16) X(512, 32)
 
 }  // namespace
 

@@ -3,8 +3,10 @@
 // sim cap); cap and work list exact; disagreement rate reported with each side's own scores;
 // informative timings of the level builder and work list on the standard shapes.
 #include <cfloat>
+#include <cstdlib>
 #include <limits>
 #include <map>
+#include <string>
 
 #include "cuda/importance/importance_cuda.h"
 #include "cuda/mask/mask_cuda.h"
@@ -334,10 +336,17 @@ TEST(CudaMask, DISABLED_StandardShapeTimings) {
     int64_t H, L, bn;
   };
   const Shape shapes[] = {{"wan14", 40, 75600, 128},
+                          {"wan14/bn64", 40, 75600, 64},
                           {"wan13", 12, 32760, 128},
+                          {"wan13/bn64", 12, 32760, 64},
                           {"wan13/bn32", 12, 32760, 32},
-                          {"cogvideox", 48, 17776, 128}};
-  for (const Shape& sh : shapes)
+                          {"cogvideox", 48, 17776, 128},
+                          {"cogvideox/bn64", 48, 17776, 64}};
+  // PSA_MASK_SHAPES=wan14,wan14/bn64 times only those shapes (e.g. under a profiler).
+  const char* only = std::getenv("PSA_MASK_SHAPES");
+  for (const Shape& sh : shapes) {
+    if (only != nullptr && (std::string(",") + only + ",").find(std::string(",") + sh.name + ",") == std::string::npos)
+      continue;
     for (psa_mask_mode mode : {PSA_MASK_MODE_TOPK, PSA_MASK_MODE_THRESHOLDBOUND}) {
       MaskCase c{};
       c.mode = mode;
@@ -391,6 +400,7 @@ TEST(CudaMask, DISABLED_StandardShapeTimings) {
                   got.size());
       EXPECT_EQ(0, diff) << sh.name;
     }
+  }
 }
 
 // More kv heads (B*Hkv) than a y grid dimension holds: every head still gets its own caps.

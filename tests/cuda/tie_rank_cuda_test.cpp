@@ -336,7 +336,10 @@ TEST(CudaTieRank, DISABLED_TieMassCost) {
   const Shape shapes[] = {{"cogvideox", 48, 17776, 64, 128},
                           {"wan13", 12, 32760, 128, 128},
                           {"wan13/bn32", 12, 32760, 128, 32},
-                          {"wan14", 40, 75600, 128, 128}};
+                          {"wan14", 40, 75600, 128, 128},
+                          {"cogvideox/bn64", 48, 17776, 64, 64},
+                          {"wan13/bn64", 12, 32760, 128, 64},
+                          {"wan14/bn64", 40, 75600, 128, 64}};
   using test::median_ms;
   // PSA_TIE_COST_SHAPES=cogvideox,wan13 times only those shapes (e.g. under a profiler).
   const char* only = std::getenv("PSA_TIE_COST_SHAPES");
