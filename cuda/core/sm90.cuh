@@ -173,6 +173,20 @@ inline TensorMapEncodeFn tensor_map_encoder() {
   return fn;
 }
 
+// cuTensorMapEncodeTiled with what every tensor map of this library shares: no interleave,
+// element strides 1, zeros (not NaN) for out-of-bounds elements. `dims` and `box` innermost
+// first (rank <= 5), `strides` the byte strides of dims 1 .. rank - 1. False when the driver
+// lacks the entry point or rejects the map.
+inline bool encode_tiled(CUtensorMap* m, CUtensorMapDataType type, int rank, const void* base,
+                         const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                         CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion) {
+  TensorMapEncodeFn enc = tensor_map_encoder();
+  if (enc == nullptr || rank < 1 || rank > 5) return false;
+  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+  return enc(m, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box, estr,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // SMs of the current device (the persistent grids: one CTA per SM).
 inline cudaError_t current_sm_count(int* sms) {
   int dev = 0;

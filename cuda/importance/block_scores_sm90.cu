@@ -14,8 +14,7 @@ namespace gpu {
 namespace score_gemm {
 namespace {
 
-using sm90::tensor_map_encoder;
-using sm90::TensorMapEncodeFn;
+using sm90::encode_tiled;
 
 // K [B][Hkv][len_k][D] seen as [B][Hkv][nk_full][block_n][D]: coordinate (column, in-block
 // offset, block, kv head, batch); boxes of 64 columns x 1 offset x `blocks` blocks. Rows of the
@@ -23,8 +22,7 @@ using sm90::TensorMapEncodeFn;
 // describe it.
 bool encode_k_map(CUtensorMap* m, bool f16, const void* k, int64_t batch, int64_t heads_kv, int64_t len_k, int64_t d,
                   int64_t block_n, int64_t nk_full, int blocks) {
-  TensorMapEncodeFn enc = tensor_map_encoder();
-  if (enc == nullptr || nk_full < 1 || nk_full > INT32_MAX || heads_kv > INT32_MAX || batch > INT32_MAX ||
+  if (nk_full < 1 || nk_full > INT32_MAX || heads_kv > INT32_MAX || batch > INT32_MAX ||
       reinterpret_cast<uintptr_t>(k) % 16 != 0)
     return false;
   const cuuint64_t dims[5] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(block_n),
@@ -34,19 +32,16 @@ bool encode_k_map(CUtensorMap* m, bool f16, const void* k, int64_t batch, int64_
                                  static_cast<cuuint64_t>(len_k * d * 2),
                                  static_cast<cuuint64_t>(heads_kv * len_k * d * 2)};
   const cuuint32_t box[5] = {64, 1, static_cast<cuuint32_t>(blocks), 1, 1};
-  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
   // d128 rows are 256 bytes (two 64-column boxes): promote to 256 B so the second box hits L2.
   const CUtensorMapL2promotion promo = d == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
-  return enc(m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 5, const_cast<void*>(k), dims,
-             strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promo,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return encode_tiled(m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 5, k, dims, strides,
+                      box, CU_TENSOR_MAP_SWIZZLE_128B, promo);
 }
 
 // The scratch [slots][nk][256] fp32 seen by the finisher warps: coordinate (row, key block,
 // slot), boxes of q_count rows x 32 blocks, zero fill past nk. False when TMA cannot describe it.
 bool encode_scratch_map(CUtensorMap* m, float* scratch, int64_t nk, int64_t slots, int q_count) {
-  TensorMapEncodeFn enc = tensor_map_encoder();
-  if (enc == nullptr || nk < 1 || nk > INT32_MAX || slots < 1 || slots > INT32_MAX || q_count < 4 || q_count > 32 ||
+  if (nk < 1 || nk > INT32_MAX || slots < 1 || slots > INT32_MAX || q_count < 4 || q_count > 32 ||
       reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
     return false;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(kScoreTileRows), static_cast<cuuint64_t>(nk),
@@ -54,10 +49,8 @@ bool encode_scratch_map(CUtensorMap* m, float* scratch, int64_t nk, int64_t slot
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(kScoreTileRows * sizeof(float)),
                                  static_cast<cuuint64_t>(score_scratch_slot_bytes(nk))};
   const cuuint32_t box[3] = {static_cast<cuuint32_t>(q_count), 32, 1};
-  const cuuint32_t estr[3] = {1, 1, 1};
-  return enc(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, scratch, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return encode_tiled(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, scratch, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 // Stage order of every CTA tile (see Sm90Schedule): the last chunk takes the narrowest width in

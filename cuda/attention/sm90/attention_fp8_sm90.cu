@@ -16,17 +16,14 @@ namespace {
 
 // An 8-bit [B, H, rows, 128] tensor, contiguous -> boxes of 128 bytes x box_rows rows.
 bool encode_map8(CUtensorMap* m, const void* base, int64_t batch, int64_t heads, int64_t rows, int box_rows) {
-  sm90::TensorMapEncodeFn enc = sm90::tensor_map_encoder();
-  if (enc == nullptr || rows <= 0 || rows > (int64_t{1} << 31) - 1) return false;
+  if (rows <= 0 || rows > (int64_t{1} << 31) - 1) return false;
   const cuuint64_t dims[4] = {128, static_cast<cuuint64_t>(rows), static_cast<cuuint64_t>(heads),
                               static_cast<cuuint64_t>(batch)};
   const cuuint64_t strides[3] = {128, static_cast<cuuint64_t>(rows) * 128,
                                  static_cast<cuuint64_t>(heads * rows) * 128};
   const cuuint32_t box[4] = {128, static_cast<cuuint32_t>(box_rows), 1, 1};
-  const cuuint32_t estr[4] = {1, 1, 1, 1};
-  return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(base), dims, strides, box, estr,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return sm90::encode_tiled(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 template <typename T>

@@ -18,18 +18,14 @@ namespace sm90 {
 // 64 columns x box_rows rows. False when TMA cannot describe it (alignment, stride limits).
 inline bool encode_map(CUtensorMap* m, bool f16, const void* base, int64_t batch, int64_t heads, int64_t rows,
                        int64_t d, int64_t sb, int64_t sh, int64_t sl, int box_rows) {
-  TensorMapEncodeFn enc = tensor_map_encoder();
-  if (enc == nullptr || rows <= 0 || rows > (int64_t{1} << 31) - 1 || heads > INT32_MAX || batch > INT32_MAX)
-    return false;
+  if (rows <= 0 || rows > (int64_t{1} << 31) - 1 || heads > INT32_MAX || batch > INT32_MAX) return false;
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(rows),
                               static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sl) * 2, static_cast<cuuint64_t>(sh) * 2,
                                  static_cast<cuuint64_t>(sb) * 2};
   const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};
-  const cuuint32_t estr[4] = {1, 1, 1, 1};
-  return enc(m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(base),
-             dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return encode_tiled(m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, base, dims,
+                      strides, box, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 // The same d128 tensor as the kernel's 8-row groups: [batch * heads][rows / 8][2 panels][8][64]
@@ -40,18 +36,15 @@ inline bool encode_map(CUtensorMap* m, bool f16, const void* base, int64_t batch
 // cannot describe it; the kernel then keeps the per-panel layout.
 inline bool encode_grouped_map(CUtensorMap* m, bool f16, const void* base, int64_t batch, int64_t heads,
                                int64_t rows, int64_t sb, int64_t sh, int64_t sl, int box_rows) {
-  TensorMapEncodeFn enc = tensor_map_encoder();
-  if (enc == nullptr || rows <= 0 || rows % 8 != 0 || box_rows % 8 != 0 || box_rows > 128 ||
+  if (rows <= 0 || rows % 8 != 0 || box_rows % 8 != 0 || box_rows > 128 ||
       (batch > 1 && sb != heads * sh) || rows / 8 > INT32_MAX || heads * batch > INT32_MAX)
     return false;
   const cuuint64_t dims[5] = {64, 8, 2, static_cast<cuuint64_t>(rows / 8), static_cast<cuuint64_t>(heads * batch)};
   const cuuint64_t strides[4] = {static_cast<cuuint64_t>(sl) * 2, 128, static_cast<cuuint64_t>(sl) * 16,
                                  static_cast<cuuint64_t>(sh) * 2};
   const cuuint32_t box[5] = {64, 8, 2, static_cast<cuuint32_t>(box_rows / 8), 1};
-  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
-  return enc(m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 5, const_cast<void*>(base),
-             dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return encode_tiled(m, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 5, base, dims,
+                      strides, box, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 // The kernel's parameters for `p`: tensor maps of Q and of K/V at every level. False when a
