@@ -53,6 +53,11 @@ struct SequencePlan {
   int64_t frame_tokens = 0;  // h*w of the video grid (rf_v2's first-frame sink); 0 = no grid
 };
 
+// Longest sequence whose token order is built on the host: 2^31 - 1 tokens (a 16 GiB order;
+// the CUDA kernels address rows with 32-bit coordinates). Longer sequences are refused before
+// anything is allocated, so a hostile grid cannot make the library touch terabytes.
+constexpr int64_t kMaxOrderTokens = (int64_t{1} << 31) - 1;
+
 // Builds the plan for a sequence of `seq_len` tokens under `config` and `geometry`.
 //  - geometry not set: identity, no text.
 //  - geometry set, use_rearrange false: identity; text span where the caller put it.
@@ -62,6 +67,7 @@ struct SequencePlan {
 //    (methods/rf_v2_spec.h). Method ada_bsa: identity, text span where the caller put it.
 //  - SemanticAware / Hybrid: PSA_ERR_UNSUPPORTED.
 // Errors: seq_len != geometry.total_tokens() (PSA_ERR_INVALID_SHAPE, message names both),
+// a permutation (with_src) of more than kMaxOrderTokens tokens (PSA_ERR_INVALID_SHAPE),
 // STA grid not divisible by the tile (PSA_ERR_INVALID_CONFIG). with_src false: the same checks
 // and text span, src left empty (no memory in the sequence length: a caller that wants only
 // the span, e.g. psa_context_sequence_order without an order buffer).

@@ -88,6 +88,11 @@ psa_status build_sequence_plan(const Config& config, const VideoGeometry& geomet
                 "*%" PRId64 " + %" PRId64 " = %" PRId64,
                 seq_len, geometry.t, geometry.h, geometry.w, T, N + T);
 
+  PSA_RETURN_IF(with_src && seq_len > kMaxOrderTokens, PSA_ERR_INVALID_SHAPE,
+                "seq_len = %" PRId64 " (video grid %" PRId64 "*%" PRId64 "*%" PRId64 " + %" PRId64
+                " text tokens): token orders of more than 2^31 - 1 tokens are not supported",
+                seq_len, geometry.t, geometry.h, geometry.w, T);
+
   // Where text and video sit in the caller's sequence. Without text the span is [0, 0).
   const bool text_first = geometry.text_position == PSA_TEXT_FIRST;
   const int64_t caller_video = text_first ? T : 0;

@@ -198,7 +198,8 @@ class Context:
         (``order[i]`` = caller's index of the token at position i: the Gilbert curve or STA
         order, or the identity), and the text span in that order. Sequence-parallel code
         permutes once with it (``x[..., order, :]``), shards, and runs with
-        ``use_rearrange = False``; see psa_context_sequence_order."""
+        ``use_rearrange = False``; see psa_context_sequence_order. At most 2**31 - 1
+        tokens (psa.Error beyond, before anything is allocated)."""
         import numpy as np
 
         if isinstance(seq_len, bool) or not isinstance(seq_len, int) or \

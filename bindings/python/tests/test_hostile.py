@@ -73,7 +73,11 @@ def test_sequence_order_too_long_to_allocate():
             ctx.sequence_order(2**62)        # identity of 2^62 tokens: cannot be allocated
         with pytest.raises(ValueError, match="seq_len"):
             ctx.sequence_order(2**70)
-    with pytest.raises(psa.Error):
+        # 2^40 tokens: an order NumPy may reserve (8 TB) on a machine that overcommits, which
+        # the library must refuse before anyone writes it (past 2^31 - 1 tokens).
+        with pytest.raises(psa.Error, match="2\\^31 - 1"):
+            ctx.sequence_order(2**40)
+    with pytest.raises(psa.Error, match="2\\^31 - 1"):
         psa.sequence_order((1, 2**20, 2**20))
 
 
