@@ -632,9 +632,8 @@ PSA_API psa_status psa_sparse_attention_clear_cache(void);
  * [out,opt] text_begin, text_end: the text span [text_begin, text_end) in that order
  *      (0, 0 without text). Host memory.
  * Errors: PSA_ERR_INVALID_SHAPE when seq_len does not match the grid (the message names
- * both) or exceeds 2^31 - 1 (checked first, grid or not, with or without `order`: a caller
- * can ask with order = NULL before it allocates), PSA_ERR_UNSUPPORTED for rearrangements
- * that are not implemented,
+ * both) or, with `order`, exceeds 2^31 - 1 tokens (checked first, grid or not; nothing is
+ * written), PSA_ERR_UNSUPPORTED for rearrangements that are not implemented,
  * PSA_ERR_OUT_OF_MEMORY when the order cannot be built in host memory. */
 PSA_API psa_status psa_context_sequence_order(psa_context* context, int64_t seq_len,
                                               int64_t* order, int64_t* text_begin,

@@ -71,8 +71,9 @@ PSA_API psa_status psa_context_sequence_order(psa_context* context, int64_t seq_
   PSA_RETURN_IF(context == nullptr, PSA_ERR_NULL_POINTER, "context: must not be NULL");
   PSA_RETURN_IF(seq_len < 1, PSA_ERR_INVALID_SHAPE, "seq_len = %lld; must be >= 1",
                 static_cast<long long>(seq_len));
-  // Checked before the grid, so that no caller allocates an order it cannot get.
-  PSA_RETURN_IF(seq_len > psa::kMaxOrderTokens, PSA_ERR_INVALID_SHAPE,
+  // Before the grid and before anything is written: an order this long is never built
+  // (the text span alone, order = NULL, is given for any length).
+  PSA_RETURN_IF(order != nullptr && seq_len > psa::kMaxOrderTokens, PSA_ERR_INVALID_SHAPE,
                 "seq_len = %lld; token orders of more than 2^31 - 1 tokens are not supported",
                 static_cast<long long>(seq_len));
   psa::SequencePlan plan;

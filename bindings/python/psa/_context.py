@@ -14,6 +14,8 @@ from ._errors import Error
 from ._tensors import (Tensor, allocate, describe, describe_flat, dtype_name, framework_stream,
                        is_cuda_device)
 
+# Longest token order psa_context_sequence_order builds (include/psa.h: 2^31 - 1 tokens).
+_MAX_ORDER_TOKENS = 2**31 - 1
 _BACKENDS = {"auto": int(capi.PSA_BACKEND_AUTO), "cpu": int(capi.PSA_BACKEND_CPU),
              "cuda": int(capi.PSA_BACKEND_CUDA)}
 _TEXT_POSITIONS = {"none": int(capi.PSA_TEXT_NONE), "first": int(capi.PSA_TEXT_FIRST),
@@ -206,6 +208,9 @@ class Context:
                 not 1 <= seq_len <= 2**63 - 1:
             raise ValueError("seq_len = %r: expected an int >= 1" % (seq_len,))
         capi.psa_context_sequence_order(self.handle, seq_len, None)  # seq_len vs the grid
+        if seq_len > _MAX_ORDER_TOKENS:  # refused by the library too, before it writes
+            raise Error(capi.PSA_ERR_INVALID_SHAPE, "seq_len = %d; token orders of more than "
+                        "2^31 - 1 tokens are not supported" % seq_len)
         try:
             order = np.empty((seq_len,), dtype=np.int64)
         except (MemoryError, ValueError):
