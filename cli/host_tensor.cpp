@@ -3,7 +3,11 @@
 #include "host_tensor.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
 
 #include "cli.h"
 #include "npy.h"
@@ -64,11 +68,33 @@ std::vector<int64_t> HostTensor::file_shape() const {
   return {batch(), seq_len(), heads(), head_dim()};
 }
 
+void check_host_memory(double bytes, const std::string& what) {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGE_SIZE)
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return;
+  const double have = static_cast<double>(pages) * static_cast<double>(page);
+  if (bytes > have) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg, "%s need %.3g GB of host memory; this machine has %.3g GB",
+                  what.c_str(), bytes * 1e-9, have * 1e-9);
+    throw Failure(msg);
+  }
+#else
+  (void)bytes;
+  (void)what;
+#endif
+}
+
 HostTensor make_tensor(psa_layout layout, psa_dtype dtype, int64_t batch, int64_t heads,
                        int64_t seq_len, int64_t head_dim) {
   HostTensor t;
   t.desc.struct_size = sizeof(psa_tensor_desc);
   check(psa_tensor_desc_init(&t.desc, layout, dtype, batch, heads, seq_len, head_dim));
+  const double values = static_cast<double>(batch) * static_cast<double>(heads) *
+                        static_cast<double>(seq_len) * static_cast<double>(head_dim);
+  check_host_memory(4.0 * values, "a tensor of " + std::to_string(batch) + " x " + std::to_string(heads) +
+                                      " x " + std::to_string(seq_len) + " x " + std::to_string(head_dim) +
+                                      " values (f32 on the host) would");
   t.layout = layout;
   t.values.assign(static_cast<size_t>(batch * heads * seq_len * head_dim), 0.0f);
   return t;

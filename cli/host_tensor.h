@@ -27,9 +27,16 @@ struct HostTensor {
   std::vector<int64_t> file_shape() const;
 };
 
-// A zero-filled tensor; throws Failure when psa_tensor_desc_init rejects the values.
+// A zero-filled tensor; throws Failure when psa_tensor_desc_init rejects the values or when
+// its host copy alone would not fit in this machine's memory (check_host_memory).
 HostTensor make_tensor(psa_layout layout, psa_dtype dtype, int64_t batch, int64_t heads,
                        int64_t seq_len, int64_t head_dim);
+
+// Throws Failure naming `what` when `bytes` of host memory exceed the machine's physical
+// memory, before anything is allocated: on a machine that overcommits, an allocation that
+// size succeeds and the process is killed while it fills it. No check where the physical
+// memory is unknown (non-POSIX hosts).
+void check_host_memory(double bytes, const std::string& what);
 
 // Rounds every value to what `dtype` can hold (identity for F32).
 void round_to_dtype(std::vector<float>& values, psa_dtype dtype);

@@ -111,6 +111,13 @@ Inputs make_inputs(const RunOptions& o, const VideoGrid& g, RunReport& r) {
     const psa_dtype dt = o.dtype >= 0                     ? static_cast<psa_dtype>(o.dtype)
                          : r.backend == PSA_BACKEND_CUDA ? PSA_DTYPE_BF16
                                                           : PSA_DTYPE_F32;
+    // q, k, v and the output as f32 on the host, before any of them is allocated.
+    const double per_head = static_cast<double>(g.tokens()) * static_cast<double>(o.batch) *
+                            static_cast<double>(o.head_dim);
+    const double heads = 2.0 * static_cast<double>(o.heads) + 2.0 * static_cast<double>(o.kv_heads);
+    check_host_memory(4.0 * per_head * heads,
+                      "synthetic inputs of " + std::to_string(g.tokens()) + " tokens x " +
+                          std::to_string(o.heads) + " heads (q, k, v and the output, f32 on the host)");
     in.q = make_tensor(o.layout, dt, o.batch, o.heads, g.tokens(), o.head_dim);
     in.k = make_tensor(o.layout, dt, o.batch, o.kv_heads, g.tokens(), o.head_dim);
     in.v = make_tensor(o.layout, dt, o.batch, o.kv_heads, g.tokens(), o.head_dim);

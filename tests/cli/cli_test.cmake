@@ -268,6 +268,14 @@ elseif(CASE STREQUAL "run_max_error")
   psa_expect(0 run ${small_run} --backend cpu --precision fp8 --json)
   expect_match("${OUT}" "\"precision\": \"fp8\"" "fp8 run --json")
 
+elseif(CASE STREQUAL "run_too_large")
+  # Synthetic inputs larger than the machine's memory: an error before anything is
+  # allocated (on a machine that overcommits, the allocation would succeed and the process
+  # would be killed while it fills it). 10^8 tokens x 12 heads x 64 = 1.2 TB of f32.
+  psa_expect(1 run --model Wan2.1_1.3b --grid 100,1000,1000 --heads 12)
+  expect_match("${ERR}" "psa: error: synthetic inputs of 100000000 tokens x 12 heads .* need [0-9.e+]+ GB of host memory; this machine has" "too large for the host")
+  psa_expect(1 run --model Wan2.1_1.3b --grid 2,16,16 --heads 4000000000000)
+  expect_match("${ERR}" "need [0-9.e+]+ GB of host memory" "too many heads for the host")
 elseif(CASE STREQUAL "run_nonfinite")
   # An f16 .npy whose bytes are all printable: 0x3c41 ("A<", about 1.06) everywhere, and q with
   # NaN (0x7e41, "A~") in every value (all-NaN output) or in one value.
