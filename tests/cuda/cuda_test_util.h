@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/half.h"
@@ -172,6 +174,14 @@ float median_ms(Fn&& fn, int reps, int warmups = 1) {
   cudaEventDestroy(e1);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+// Timing tests' shape filter: true when the environment variable `env` is unset or its
+// comma-separated list names `shape` (e.g. PSA_IMPORTANCE_SHAPES=wan14,wan14/bn64 under a
+// profiler).
+inline bool shape_selected(const char* env, const char* shape) {
+  const char* only = std::getenv(env);
+  return only == nullptr || (std::string(",") + only + ",").find(std::string(",") + shape + ",") != std::string::npos;
 }
 
 inline double rel_l2(const float* a, const float* ref, size_t n) {

@@ -4,7 +4,6 @@
 // (tensor-core dot order) on random and video-like inputs, GQA, Lq != Lk, odd L, 1..128 samples
 // per block, several CTA tiles per head, several 64-block chunks, Lk < block_n, few scratch slots.
 #include <algorithm>
-#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -234,11 +233,8 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  // PSA_IMPORTANCE_SHAPES=wan14,wan14/bn64 times only those shapes (e.g. under a profiler).
-  const char* only = std::getenv("PSA_IMPORTANCE_SHAPES");
   for (const Shape& s : shapes) {
-    if (only != nullptr && (std::string(",") + only + ",").find(std::string(",") + s.name + ",") == std::string::npos)
-      continue;
+    if (!test::shape_selected("PSA_IMPORTANCE_SHAPES", s.name)) continue;
     const int64_t bm = 128, mq = (s.L + bm - 1) / bm, nk = (s.L + s.bn - 1) / s.bn;
     const int32_t qs = 32, ks = static_cast<int32_t>(s.bn / 4);
     const size_t per_head = static_cast<size_t>(s.L * s.D);

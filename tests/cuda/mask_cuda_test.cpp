@@ -3,10 +3,8 @@
 // sim cap); cap and work list exact; disagreement rate reported with each side's own scores;
 // informative timings of the level builder and work list on the standard shapes.
 #include <cfloat>
-#include <cstdlib>
 #include <limits>
 #include <map>
-#include <string>
 
 #include "cuda/importance/importance_cuda.h"
 #include "cuda/mask/mask_cuda.h"
@@ -342,11 +340,8 @@ TEST(CudaMask, DISABLED_StandardShapeTimings) {
                           {"wan13/bn32", 12, 32760, 32},
                           {"cogvideox", 48, 17776, 128},
                           {"cogvideox/bn64", 48, 17776, 64}};
-  // PSA_MASK_SHAPES=wan14,wan14/bn64 times only those shapes (e.g. under a profiler).
-  const char* only = std::getenv("PSA_MASK_SHAPES");
   for (const Shape& sh : shapes) {
-    if (only != nullptr && (std::string(",") + only + ",").find(std::string(",") + sh.name + ",") == std::string::npos)
-      continue;
+    if (!test::shape_selected("PSA_MASK_SHAPES", sh.name)) continue;
     for (psa_mask_mode mode : {PSA_MASK_MODE_TOPK, PSA_MASK_MODE_THRESHOLDBOUND}) {
       MaskCase c{};
       c.mode = mode;

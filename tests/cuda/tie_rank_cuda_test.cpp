@@ -341,11 +341,8 @@ TEST(CudaTieRank, DISABLED_TieMassCost) {
                           {"wan13/bn64", 12, 32760, 128, 64},
                           {"wan14/bn64", 40, 75600, 128, 64}};
   using test::median_ms;
-  // PSA_TIE_COST_SHAPES=cogvideox,wan13 times only those shapes (e.g. under a profiler).
-  const char* only = std::getenv("PSA_TIE_COST_SHAPES");
   for (const Shape& s : shapes) {
-    if (only != nullptr && (std::string(",") + only + ",").find(std::string(",") + s.name + ",") == std::string::npos)
-      continue;
+    if (!test::shape_selected("PSA_TIE_COST_SHAPES", s.name)) continue;
     for (int video = 1; video >= 0; --video) {
       const int64_t bm = 128, mq = (s.L + bm - 1) / bm, nk = (s.L + s.bn - 1) / s.bn;
       const int32_t qs = 32, ks = static_cast<int32_t>(s.bn / 4);
