@@ -12,20 +12,22 @@ namespace psa {
 namespace gpu {
 namespace score_gemm {
 
+// max(y, a.x - m.x, .., a.w - m.w): each difference rounded alone, NaN ones skipped by fmaxf.
+__device__ __forceinline__ float fold_logit_diffs(float y, float4 a, float4 m) {
+  y = fmaxf(y, __fsub_rn(a.x, m.x));
+  y = fmaxf(y, __fsub_rn(a.y, m.y));
+  y = fmaxf(y, __fsub_rn(a.z, m.z));
+  return fmaxf(y, __fsub_rn(a.w, m.w));
+}
+
 // max_r (a[r] - m[r]) over the q_count rows of one query block (a: scratch column j of the
 // block, m: its row maxima); fsub rounded alone, NaN differences skipped by fmaxf.
 __device__ __forceinline__ float block_logit_max(const float* a, const float* m, int q_count) {
   float y = -INFINITY;
   if (q_count >= 4) {
 #pragma unroll 4
-    for (int r = 0; r < q_count; r += 4) {
-      const float4 av = *reinterpret_cast<const float4*>(a + r);
-      const float4 mv = *reinterpret_cast<const float4*>(m + r);
-      y = fmaxf(y, __fsub_rn(av.x, mv.x));
-      y = fmaxf(y, __fsub_rn(av.y, mv.y));
-      y = fmaxf(y, __fsub_rn(av.z, mv.z));
-      y = fmaxf(y, __fsub_rn(av.w, mv.w));
-    }
+    for (int r = 0; r < q_count; r += 4)
+      y = fold_logit_diffs(y, *reinterpret_cast<const float4*>(a + r), *reinterpret_cast<const float4*>(m + r));
   } else {
     for (int r = 0; r < q_count; ++r) y = fmaxf(y, __fsub_rn(a[r], m[r]));
   }

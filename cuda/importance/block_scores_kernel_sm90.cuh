@@ -168,12 +168,8 @@ struct PieceLogits {
 #pragma unroll 4
       for (int c = 0; c < nc; ++c) {
         const int cc = (c + lane) & (nc - 1);
-        const float4 av = *reinterpret_cast<const float4*>(col + cc * 4);
-        const float4 mv = *reinterpret_cast<const float4*>(mr + cc * 4);
-        v = fmaxf(v, __fsub_rn(av.x, mv.x));
-        v = fmaxf(v, __fsub_rn(av.y, mv.y));
-        v = fmaxf(v, __fsub_rn(av.z, mv.z));
-        v = fmaxf(v, __fsub_rn(av.w, mv.w));
+        v = fold_logit_diffs(v, *reinterpret_cast<const float4*>(col + cc * 4),
+                             *reinterpret_cast<const float4*>(mr + cc * 4));
       }
     }
     y[0] = j0 + lane < nk ? v : 0.0f;

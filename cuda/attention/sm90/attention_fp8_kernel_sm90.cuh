@@ -404,10 +404,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           for (int u = 0; u < KT / 32; ++u)
             sVc[s * KT + u * 32 + lane] = static_cast<uint16_t>(column_entry_value(code, u, lg, lane));
         }
-        if (loaded < KT) {  // rows past the stream (none of the boxes'): zeros (warp-uniform),
-          // one contiguous run (zeros need no swizzle), 512 bytes per warp store
-          for (int off = loaded * 128 + lane * 16; off < KT * 128; off += 512)
-            *reinterpret_cast<uint4*>(dst + off) = make_uint4(0, 0, 0, 0);
+        if (loaded < KT) {  // rows past the stream (none of the boxes'): zeros (warp-uniform)
+          warp_zero_bytes(dst, loaded * 128, KT * 128, lane);
           fence_proxy_async();
         }
         __syncwarp();

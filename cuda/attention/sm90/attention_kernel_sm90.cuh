@@ -262,17 +262,13 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
         auto zero_tail = [&](T* dst) {
           if (loaded == KT) return;  // warp-uniform: no tail, no fence
           unsigned char* base = reinterpret_cast<unsigned char*>(dst);
-          const uint4 z = make_uint4(0, 0, 0, 0);
           if (grouped) {
             const int r8 = (loaded + 7) & ~7;  // rows of a partly loaded group (entries of < 8 rows)
             for (int c = loaded * NC + lane; c < r8 * NC; c += 32)
-              *reinterpret_cast<uint4*>(dst + grouped_off<D>(c / NC, c % NC)) = z;
-            for (int off = r8 * D * 2 + lane * 16; off < KT * D * 2; off += 512)
-              *reinterpret_cast<uint4*>(base + off) = z;
+              *reinterpret_cast<uint4*>(dst + grouped_off<D>(c / NC, c % NC)) = make_uint4(0, 0, 0, 0);
+            warp_zero_bytes(base, r8 * D * 2, KT * D * 2, lane);
           } else {
-            for (int pn = 0; pn < kPanels; ++pn)
-              for (int off = (pn * KT + loaded) * 128 + lane * 16; off < (pn + 1) * KT * 128; off += 512)
-                *reinterpret_cast<uint4*>(base + off) = z;
+            for (int pn = 0; pn < kPanels; ++pn) warp_zero_bytes(base, (pn * KT + loaded) * 128, (pn + 1) * KT * 128, lane);
           }
           fence_proxy_async();
         };
