@@ -109,7 +109,8 @@ __device__ __forceinline__ void fence_proxy_async() {
 // aligned): lane l stores 16 bytes at begin + 16 l, then every 512 bytes. For zeros the
 // 128-byte swizzle does not matter, so a swizzled tile's tail is one contiguous run.
 __device__ __forceinline__ void warp_zero_bytes(unsigned char* base, int begin, int end, int lane) {
-  for (int off = begin + lane * 16; off < end; off += 512) *reinterpret_cast<uint4*>(base + off) = make_uint4(0, 0, 0, 0);
+  for (int off = begin + lane * 16; off < end; off += 512)
+    *reinterpret_cast<uint4*>(base + off) = make_uint4(0, 0, 0, 0);
 }
 // Orders this thread's generic-proxy global writes before async-proxy reads (TMA) of threads
 // that synchronise with it afterwards.

@@ -268,7 +268,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
               *reinterpret_cast<uint4*>(dst + grouped_off<D>(c / NC, c % NC)) = make_uint4(0, 0, 0, 0);
             warp_zero_bytes(base, r8 * D * 2, KT * D * 2, lane);
           } else {
-            for (int pn = 0; pn < kPanels; ++pn) warp_zero_bytes(base, (pn * KT + loaded) * 128, (pn + 1) * KT * 128, lane);
+            for (int pn = 0; pn < kPanels; ++pn)
+              warp_zero_bytes(base, (pn * KT + loaded) * 128, (pn + 1) * KT * 128, lane);
           }
           fence_proxy_async();
         };
