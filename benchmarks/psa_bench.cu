@@ -6,6 +6,7 @@
 // experimental API).
 //
 // Usage: psa_bench [--shapes cogvideox,wan13,wan14] [--json FILE] [--min-ms 600] [--max-reps 30]
+//                  [--configs NAME,...]  (only these rows besides dense, e.g. pyramid:ref-default)
 //                  [--ncu]   (one dense launch at Wan2.1-1.3B for an ncu capture, no timing)
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -117,6 +118,10 @@ struct Opts {
   double min_ms = 600;
   int max_reps = 30;
   bool ncu = false;
+  std::vector<std::string> configs;  // empty: every row
+  bool wanted(const std::string& name) const {
+    return configs.empty() || std::find(configs.begin(), configs.end(), name) != configs.end();
+  }
 };
 
 float median(std::vector<float> v) {
@@ -315,7 +320,7 @@ void bench_shape(const Opts& o, const Shape& s) {
     PK(psa_catalog_get_config(cat, s.model, name, &cfg));
     int64_t method = 0;
     PK(psa_config_get_int(cfg, PSA_PARAM_METHOD, &method));
-    if (method != PSA_METHOD_PSA) {
+    if (method != PSA_METHOD_PSA || !o.wanted(std::string("preset:") + name)) {
       psa_config_destroy(cfg);
       continue;
     }
@@ -345,6 +350,9 @@ void bench_shape(const Opts& o, const Shape& s) {
   // block at level 1 at the density that configuration measured: the two attention stages do
   // the same work, so their ratio is the cost of pooled tiles.
   auto pyramid_row = [&](const char* name, const char* kind, double level1_density, psa_precision precision) {
+    if (!o.wanted(name) && !(level1_density == 0.0 && precision == PSA_PRECISION_DEFAULT &&
+                             o.wanted("level1:pyramid-density")))
+      return 0.0;  // (the pyramid row also runs for the level-1 row's density)
     psa_config* cfg = pyramid_config(s.model, level1_density, precision);
     psa_context* ctx = make_ctx(cfg, b);
     Result r;
@@ -359,7 +367,8 @@ void bench_shape(const Opts& o, const Shape& s) {
     return r.density;
   };
   const double pyramid_density = pyramid_row("pyramid:ref-default", "pyramid", 0.0, PSA_PRECISION_DEFAULT);
-  pyramid_row("level1:pyramid-density", "pyramid-level1", pyramid_density, PSA_PRECISION_DEFAULT);
+  if (pyramid_density > 0.0)
+    pyramid_row("level1:pyramid-density", "pyramid-level1", pyramid_density, PSA_PRECISION_DEFAULT);
   // The same configuration with precision fp8 (8-bit attention where the backend runs it).
   pyramid_row("pyramid:ref-default:fp8", "pyramid-fp8", 0.0, PSA_PRECISION_FP8);
 
@@ -367,12 +376,13 @@ void bench_shape(const Opts& o, const Shape& s) {
   const double dens[] = {0.05, 0.10, 0.15, 0.25, 0.5};
   std::vector<int8_t> lv4;
   for (double d : dens) {
+    char nm[64];
+    std::snprintf(nm, sizeof(nm), "topk:%.2f", d);
+    if (!o.wanted(nm)) continue;
     psa_config* cfg = topk_config(s.model, d, 4);
     psa_context* ctx = make_ctx(cfg, b);
     Result r;
     r.shape = s.key;
-    char nm[64];
-    std::snprintf(nm, sizeof(nm), "topk:%.2f", d);
     r.config = nm;
     r.kind = "topk";
     run_config(o, b, ctx, r, d == 0.15 ? &lv4 : nullptr);
@@ -382,12 +392,13 @@ void bench_shape(const Opts& o, const Shape& s) {
     psa_config_destroy(cfg);
   }
   for (int64_t div : {8, 16}) {
+    char nm[64];
+    std::snprintf(nm, sizeof(nm), "topk:0.15/div%lld", (long long)div);
+    if (!o.wanted(nm)) continue;
     psa_config* cfg = topk_config(s.model, 0.15, div);
     psa_context* ctx = make_ctx(cfg, b);
     Result r;
     r.shape = s.key;
-    char nm[64];
-    std::snprintf(nm, sizeof(nm), "topk:0.15/div%lld", (long long)div);
     r.config = nm;
     r.kind = "sampling";
     r.divisor = div;
@@ -463,16 +474,21 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--shapes") {
-      o.shapes.clear();
-      std::string v = next();
+    auto split = [](const std::string& v) {
+      std::vector<std::string> out;
       size_t p = 0;
       while (p <= v.size()) {
         const size_t q = v.find(',', p);
-        o.shapes.push_back(v.substr(p, q == std::string::npos ? std::string::npos : q - p));
+        out.push_back(v.substr(p, q == std::string::npos ? std::string::npos : q - p));
         if (q == std::string::npos) break;
         p = q + 1;
       }
+      return out;
+    };
+    if (a == "--shapes") {
+      o.shapes = split(next());
+    } else if (a == "--configs") {
+      o.configs = split(next());
     } else if (a == "--json") {
       o.json = next();
     } else if (a == "--min-ms") {
@@ -485,7 +501,7 @@ int main(int argc, char** argv) {
       o.min_ms = 0;
     } else {
       std::fprintf(stderr, "usage: psa_bench [--shapes cogvideox,wan13,wan14] [--json FILE] [--min-ms MS] "
-                           "[--max-reps N] [--ncu]\n");
+                           "[--max-reps N] [--configs NAME,...] [--ncu]\n");
       return 1;
     }
   }

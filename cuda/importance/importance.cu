@@ -18,22 +18,38 @@ namespace {
 
 constexpr int kMaxSampleBlock = 128;
 
-__global__ void sample_offsets_kernel(uint64_t seed, int64_t heads_q, int64_t batch_offset,
-                                      int64_t head_offset, int32_t block_m,
-                                      int32_t q_count, int32_t block_n, int32_t k_count,
-                                      int32_t* __restrict__ q_off, int32_t* __restrict__ k_off,
-                                      int64_t total) {
-  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (idx >= total) return;
+// One warp per (b, h, stream): the lanes compute the stream's draws (sample_draw: 64-bit
+// modulo, the costly part) in parallel; lane 0 then applies the swaps in order in shared memory,
+// and the lanes write the offsets (position i is final after step i: sample_offsets).
+constexpr int kOffsetWarps = 4;
+__global__ void __launch_bounds__(32 * kOffsetWarps)
+    sample_offsets_kernel(uint64_t seed, int64_t heads_q, int64_t batch_offset, int64_t head_offset, int32_t block_m,
+                          int32_t q_count, int32_t block_n, int32_t k_count, int32_t* __restrict__ q_off,
+                          int32_t* __restrict__ k_off, int64_t total) {
+  __shared__ int32_t perm[kOffsetWarps][kMaxSampleBlock];
+  __shared__ int32_t draw[kOffsetWarps][kMaxSampleBlock];
+  const int w = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(kOffsetWarps) + w;
+  if (idx >= total) return;  // the whole warp
   const int64_t bh = idx / 2;
   const uint32_t stream = static_cast<uint32_t>(idx % 2);
-  int32_t scratch[kMaxSampleBlock];
-  if (stream == kSampleQuery)
-    sample_offsets(seed, batch_offset + bh / heads_q, head_offset + bh % heads_q, kSampleQuery,
-                   block_m, q_count, scratch, q_off + bh * q_count);
-  else
-    sample_offsets(seed, batch_offset + bh / heads_q, head_offset + bh % heads_q, kSampleKey,
-                   block_n, k_count, scratch, k_off + bh * k_count);
+  const int32_t block = stream == kSampleQuery ? block_m : block_n;
+  const int32_t count = stream == kSampleQuery ? q_count : k_count;
+  int32_t* out = stream == kSampleQuery ? q_off + bh * q_count : k_off + bh * k_count;
+  const uint64_t key = sample_key(seed, batch_offset + bh / heads_q, head_offset + bh % heads_q, stream);
+  for (int32_t i = lane; i < block; i += 32) perm[w][i] = i;
+  for (int32_t i = lane; i < count; i += 32) draw[w][i] = sample_draw(key, i, block);
+  __syncwarp();
+  if (lane == 0) {
+    for (int32_t i = 0; i < count; ++i) {
+      const int32_t j = draw[w][i];
+      const int32_t t = perm[w][i];
+      perm[w][i] = perm[w][j];
+      perm[w][j] = t;
+    }
+  }
+  __syncwarp();
+  for (int32_t i = lane; i < count; i += 32) out[i] = perm[w][i];
 }
 
 constexpr int kThreads = 256;  // 8 warps
@@ -285,8 +301,8 @@ psa_status sample_offsets_cuda(const OffsetArgs& a, cudaStream_t stream) {
   PSA_TRY(importance_supported(a.dims.block_m, a.dims.block_n, a.q_count, a.k_count));
   const int64_t total = a.dims.batch * a.dims.heads_q * 2;
   if (total == 0) return PSA_OK;
-  const int threads = 64;
-  sample_offsets_kernel<<<static_cast<unsigned>(ceil_div(total, threads)), threads, 0, stream>>>(
+  sample_offsets_kernel<<<static_cast<unsigned>(ceil_div(total, int64_t{kOffsetWarps})), 32 * kOffsetWarps, 0,
+                          stream>>>(
       a.seed, a.dims.heads_q, a.batch_offset, a.head_offset, static_cast<int32_t>(a.dims.block_m), a.q_count,
       static_cast<int32_t>(a.dims.block_n), a.k_count, a.q_off, a.k_off, total);
   return launch_status("sample_offsets_kernel");

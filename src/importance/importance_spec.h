@@ -22,18 +22,31 @@ PSA_HD uint64_t mix64(uint64_t x) {
 // Which tensor a sample stream belongs to (q and k draw independently).
 enum SampleStream : uint32_t { kSampleQuery = 0, kSampleKey = 1 };
 
+// The stream key of (seed, batch, head, stream): every draw of the stream derives from it.
+PSA_HD uint64_t sample_key(uint64_t seed, int64_t batch, int64_t head, uint32_t stream) {
+  return mix64(seed ^ mix64(static_cast<uint64_t>(batch) * 0x100000001b3ull +
+                            static_cast<uint64_t>(head) * 0x9e3779b1ull + stream));
+}
+
+// Draw i of a stream (0 <= i < block): the position in [i, block) that step i of the shuffle
+// swaps with position i. A pure function of (key, i, block), so the draws of a stream can be
+// computed in any order or in parallel; only the swaps are sequential.
+PSA_HD int32_t sample_draw(uint64_t key, int32_t i, int32_t block) {
+  const uint64_t r = mix64(key + static_cast<uint64_t>(i));
+  return i + static_cast<int32_t>(r % static_cast<uint64_t>(block - i));
+}
+
 // Draws `count` distinct offsets in [0, block) for (seed, batch, head, stream) by a partial
-// Fisher-Yates shuffle of 0..block-1 driven by mix64; writes them to out[0..count) in draw
-// order. `scratch` holds `block` ints. Requires 1 <= count <= block <= 1024.
+// Fisher-Yates shuffle of 0..block-1 (step i swaps positions i and sample_draw(key, i, block));
+// writes them to out[0..count) in draw order (position i is final after step i). `scratch`
+// holds `block` ints. Requires 1 <= count <= block <= 1024.
 PSA_HD void sample_offsets(uint64_t seed, int64_t batch, int64_t head, uint32_t stream,
                            int32_t block, int32_t count, int32_t* scratch, int32_t* out) {
   for (int32_t i = 0; i < block; ++i) scratch[i] = i;
-  uint64_t key = mix64(seed ^ mix64(static_cast<uint64_t>(batch) * 0x100000001b3ull +
-                                    static_cast<uint64_t>(head) * 0x9e3779b1ull + stream));
+  const uint64_t key = sample_key(seed, batch, head, stream);
   for (int32_t i = 0; i < count; ++i) {
-    uint64_t r = mix64(key + static_cast<uint64_t>(i));
-    int32_t j = i + static_cast<int32_t>(r % static_cast<uint64_t>(block - i));
-    int32_t t = scratch[i];
+    const int32_t j = sample_draw(key, i, block);
+    const int32_t t = scratch[i];
     scratch[i] = scratch[j];
     scratch[j] = t;
     out[i] = scratch[i];
