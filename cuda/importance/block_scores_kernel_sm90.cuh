@@ -10,8 +10,9 @@
 //     consecutive blocks are rows block_n apart, so one 5-d TMA box (64 columns x 1 offset x
 //     64 blocks) fetches them: no gather pass, no per-row copies;
 //   warpgroups 1, 2 (consumers, 128 rows each as two m64 halves): S = Q K^T by wgmma
-//     m64n128k16 (Q and K both from 128-byte-swizzled shared memory), two accumulators so half
-//     1's product runs while half 0 is folded. The block maximum is then an
+//     m64n128k16 (Q and K both from 128-byte-swizzled shared memory), two accumulators, stages
+//     taken in pairs so that one half's product runs while the other half is folded (three of
+//     every four folds overlap a product). The block maximum is then an
 //     elementwise fmax of S into a register tile M[64 rows][64 blocks] (column 8i + 2tq + e of
 //     S is block 8(i mod 8) + 2tq + e of offset c + i/8): no shuffles, no per-tile stores. After
 //     the last offset of a chunk, a = scale * M goes to the scratch slot and the row maxima.
@@ -89,8 +90,10 @@ struct Sm90ScoreTraits {
   static_assert(kOffK % 1024 == 0 && kStageBytes % 1024 == 0, "swizzle atoms start on 1024 bytes");
   static_assert(kOffFin % 128 == 0 && kPieceBytes % 128 == 0, "TMA destinations on 128 bytes");
   static_assert(kOffBar % 8 == 0, "mbarriers are 8-byte aligned");
-  static_assert(kSmem + sizeof(int32_t) * kTieListWarps * (kTieListCap + 1) <= 227 * 1024,
-                "with finish_tile's tie lists (static), fits the sm90 shared-memory opt-in");
+  static constexpr size_t kRowMaxBytes = sizeof(float) * 4 * kConsumers;  // s_rm (static)
+  static_assert(kSmem + sizeof(int32_t) * kTieListWarps * (kTieListCap + 1) + kRowMaxBytes <= 227 * 1024,
+                "with finish_tile's tie lists and the consumers' row maxima (static), fits the sm90 "
+                "shared-memory opt-in");
 };
 
 // Order of the stages of one CTA tile (the same for every tile): the tail block's stage when
@@ -185,19 +188,26 @@ struct Sm90Stage {
   int w, j0, v;
   bool last;
 };
-__device__ __forceinline__ Sm90Stage sm90_stage(const Sm90Schedule& s, int k) {
-  if (s.has_tail) {
-    if (k == 0) return {4, 0, 0, true};
-    --k;
+// The stages of a CTA tile in order, one step at a time (no division per stage).
+struct Sm90StageWalk {
+  int tail;    // 1 while the tail block's stage is next
+  int ch = 0;  // chunk
+  int v = 0;   // stage within the chunk
+  __device__ __forceinline__ explicit Sm90StageWalk(const Sm90Schedule& s) : tail(s.has_tail) {}
+  __device__ __forceinline__ Sm90Stage stage(const Sm90Schedule& s) const {
+    if (tail) return {4, 0, 0, true};
+    if (ch < s.nch - 1) return {0, ch * 64, v, v == s.ntf - 1};
+    return {s.w_last, ch * 64, v, v == s.nt_last - 1};
   }
-  const int ch = k / s.ntf;
-  if (ch < s.nch - 1) {
-    const int v = k - ch * s.ntf;
-    return {0, ch * 64, v, v == s.ntf - 1};
+  __device__ __forceinline__ void next(const Sm90Schedule& s) {
+    if (tail) {
+      tail = 0;
+    } else if (++v == s.ntf && ch < s.nch - 1) {
+      ++ch;
+      v = 0;
+    }
   }
-  const int v = k - (s.nch - 1) * s.ntf;
-  return {s.w_last, (s.nch - 1) * 64, v, v == s.nt_last - 1};
-}
+};
 
 // M[i*4+e] (block 8i + 2tq + (e&1), row g + 8(e>>1)) = max(M, S at the same block for each of the
 // 128/W offsets in the stage). fmaxf skips NaN dots as the CPU's std::max(best, dot) does.
@@ -217,7 +227,7 @@ __device__ __forceinline__ void fold_block_max(const float (&acc)[64], float (&m
 
 // a = scale * M (rounded alone, as the CPU) for the chunk's blocks j < j_end: into the scratch
 // slot (row `row` = this thread's row g of its m64 half) and the row maxima; M restarts at -inf.
-__device__ __forceinline__ void flush_block_max(float (&m)[32], float (&rm)[2], float* scratch, int row, int j0,
+__device__ __forceinline__ void flush_block_max(float (&m)[32], float* rm, float* scratch, int row, int j0,
                                                 int j_end, int tq, float scale) {
 #pragma unroll
   for (int i = 0; i < 8; ++i)
@@ -226,7 +236,7 @@ __device__ __forceinline__ void flush_block_max(float (&m)[32], float (&rm)[2], 
       const int j = j0 + i * 8 + tq * 2 + (e & 1);
       if (j < j_end) {
         const float a = __fmul_rn(scale, m[i * 4 + e]);
-        rm[e >> 1] = fmaxf(rm[e >> 1], a);
+        rm[(e >> 1) * 256] = fmaxf(rm[(e >> 1) * 256], a);
         scratch[static_cast<int64_t>(j) * kScoreTileRows + row + (e >> 1) * 8] = a;
       }
       m[i * 4 + e] = -INFINITY;
@@ -235,7 +245,7 @@ __device__ __forceinline__ void flush_block_max(float (&m)[32], float (&rm)[2], 
 
 // The tail block's stage: every column is a sample of block j, so the block max is the row max
 // of S (within the thread, then over the quad).
-__device__ __forceinline__ void tail_block_max(const float (&acc)[64], float (&rm)[2], float* scratch, int row,
+__device__ __forceinline__ void tail_block_max(const float (&acc)[64], float* rm, float* scratch, int row,
                                                int j, int tq, float scale) {
   float x[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -248,13 +258,13 @@ __device__ __forceinline__ void tail_block_max(const float (&acc)[64], float (&r
     x[r] = fmaxf(x[r], __shfl_xor_sync(0xffffffffu, x[r], 1));
     x[r] = fmaxf(x[r], __shfl_xor_sync(0xffffffffu, x[r], 2));
     const float a = __fmul_rn(scale, x[r]);
-    rm[r] = fmaxf(rm[r], a);
+    rm[r * 256] = fmaxf(rm[r * 256], a);
     if (tq == 0) scratch[static_cast<int64_t>(j) * kScoreTileRows + row + r * 8] = a;
   }
 }
 
 // Folds a finished accumulator of stage `st` into M (and flushes M after the chunk's last stage).
-__device__ __forceinline__ void fold_stage(const Sm90Stage& st, const float (&acc)[64], float (&m)[32], float (&rm)[2],
+__device__ __forceinline__ void fold_stage(const Sm90Stage& st, const float (&acc)[64], float (&m)[32], float* rm,
                                            float* scratch, int row, int nk_full, int tq, float scale) {
   switch (st.w) {
     case 0: fold_block_max<64>(acc, m); break;
@@ -347,10 +357,11 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       const int64_t bh = tile / p.row_tiles;
       const int64_t b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
       const int32_t* ko = p.k_off + bh * kc;
-      for (int k = 0; k < sch.total; ++k, ++it) {
+      Sm90StageWalk walk(sch);
+      for (int k = 0; k < sch.total; ++k, ++it, walk.next(sch)) {
         const int s = static_cast<int>(it % S);
         if (it >= S) mbar_wait(bar_empty(s), ((it / S) - 1) & 1);
-        const Sm90Stage st = sm90_stage(sch, k);
+        const Sm90Stage st = walk.stage(sch);
         if (st.w == 4) {
           // Tail block: row r = sample min(r, kc - 1) (repeats do not change a maximum).
           const T* kb = static_cast<const T*>(p.k) + (b * (p.heads_q / p.group) + hk) * p.len_k * D;
@@ -432,36 +443,70 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
     fence_proxy_async();
     sync_consumers();
 
-    float rm[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
+    // This thread's partial row maxima (half hh, row r at s_rm[hh * 2 + r][ct]) in shared memory:
+    // in registers they made ptxas spill in the stage loop.
+    __shared__ float s_rm[4][Tr::kConsumers];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s_rm[i][ct] = -INFINITY;
+    float* const rm0 = &s_rm[0][ct];
+    float* const rm1 = &s_rm[2][ct];
 #pragma unroll
     for (int i = 0; i < 32; ++i) m0[i] = m1[i] = -INFINITY;
-    // Per stage: both halves' products are issued, then half 0 is folded while half 1 runs. Each
-    // stage ends with nothing in flight (an accumulator kept in flight across the loop's back
-    // edge made ptxas serialise every wgmma, C7514); while this warpgroup folds half 1, the
-    // other warpgroup's products keep the tensor cores busy.
-    for (int k = 0; k < sch.total; ++k, ++it) {
-      const int s = static_cast<int>(it % S);
-      const Sm90Stage st = sm90_stage(sch, k);
-      mbar_wait(bar_full(s), (it / S) & 1);
+    // Two stages per iteration: half 0 of stage k is folded while half 1 of k runs, half 1 of k
+    // while half 0 of k + 1 runs, half 0 of k + 1 while half 1 of k + 1 runs; so this warpgroup
+    // has a product in flight during three of every four folds. Nothing is in flight across
+    // the loop's back edge (an accumulator kept in flight there made ptxas serialise every
+    // wgmma, C7514). A stage is released when both of its halves are done.
+    // (The stage and buffer of each fold are derived from walk and it where they are used: kept
+    // live across the products in flight, they made ptxas spill in this loop.)
+    Sm90StageWalk walk(sch);
+    for (int k = 0; k < sch.total; k += 2) {
+      mbar_wait(bar_full(it % S), (it / S) & 1);
       fence_regs(sa);
       fence_regs(sb);
-      issue(sa, s, 0);
-      issue(sb, s, 1);
-      wgmma_wait<1>();  // half 0 done; half 1 runs
+      issue(sa, it % S, 0);
+      issue(sb, it % S, 1);
+      wgmma_wait<1>();  // half 0 of stage k done; half 1 runs
       fence_regs(sa);
-      fold_stage(st, sa, m0, rm[0], scratch, row0, nk_full, tq, p.scale);
+      fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, p.scale);
+      if (k + 1 == sch.total) {  // an odd last stage
+        wgmma_wait<0>();
+        fence_regs(sb);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar_empty(it % S));
+        fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, p.scale);
+        ++it;
+        break;
+      }
+      mbar_wait(bar_full((it + 1) % S), ((it + 1) / S) & 1);
+      fence_regs(sa);
+      issue(sa, (it + 1) % S, 0);
+      wgmma_wait<1>();  // half 1 of stage k done; half 0 of k + 1 runs
+      fence_regs(sb);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_empty(it % S));  // stage k is no longer read
+      fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, p.scale);
+      walk.next(sch);
+      ++it;
+      fence_regs(sb);
+      issue(sb, it % S, 1);
+      wgmma_wait<1>();  // half 0 of stage k + 1 done; half 1 runs
+      fence_regs(sa);
+      fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, p.scale);
       wgmma_wait<0>();
       fence_regs(sb);
       __syncwarp();
-      if (lane == 0) mbar_arrive(bar_empty(s));  // the stage is no longer read
-      fold_stage(st, sb, m1, rm[1], scratch, row0 + 64, nk_full, tq, p.scale);
+      if (lane == 0) mbar_arrive(bar_empty(it % S));
+      fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, p.scale);
+      walk.next(sch);
+      ++it;
     }
     // Row maxima over the quad (each lane saw 2 of every 8 columns).
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float x = rm[hh][r];
+        float x = s_rm[hh * 2 + r][ct];
         x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
         x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
         if (tq == 0) sm_slot[row0 + hh * 64 + r * 8] = x;
