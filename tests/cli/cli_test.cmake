@@ -268,6 +268,15 @@ elseif(CASE STREQUAL "run_max_error")
   psa_expect(0 run ${small_run} --backend cpu --precision fp8 --json)
   expect_match("${OUT}" "\"precision\": \"fp8\"" "fp8 run --json")
 
+elseif(CASE STREQUAL "bad_option_value")
+  # A value that does not convert names its option and the value, in every spelling.
+  psa_expect(2 run --model Wan2.1_1.3b --grid 2,4,4 --heads 99999999999999999999)
+  expect_match("${ERR}" "psa: --heads: '99999999999999999999' is not a valid value" "--heads overflow")
+  psa_expect(2 run --model Wan2.1_1.3b --grid 2,4,4 --preset a --head-dim=x1)
+  expect_match("${ERR}" "psa: --head-dim: 'x1' is not a valid value" "--head-dim=x1")
+  psa_expect(2 bench --max-reps 2.5)
+  expect_match("${ERR}" "psa: --max-reps: '2.5' is not a valid value" "bench --max-reps 2.5")
+
 elseif(CASE STREQUAL "run_too_large")
   # Synthetic inputs larger than the machine's memory: an error before anything is
   # allocated (on a machine that overcommits, the allocation would succeed and the process
