@@ -225,6 +225,10 @@ __device__ __forceinline__ void fold_block_max(const float (&acc)[64], float (&m
     }
 }
 
+// A consumer thread's partial row maxima of one m64 half live in shared memory (s_rm in the
+// kernel): rows g and g + 8 at rm[0] and rm[kRowMaxStride].
+constexpr int kRowMaxStride = 256;
+
 // a = scale * M (rounded alone, as the CPU) for the chunk's blocks j < j_end: into the scratch
 // slot (row `row` = this thread's row g of its m64 half) and the row maxima; M restarts at -inf.
 __device__ __forceinline__ void flush_block_max(float (&m)[32], float* rm, float* scratch, int row, int j0,
@@ -236,7 +240,7 @@ __device__ __forceinline__ void flush_block_max(float (&m)[32], float* rm, float
       const int j = j0 + i * 8 + tq * 2 + (e & 1);
       if (j < j_end) {
         const float a = __fmul_rn(scale, m[i * 4 + e]);
-        rm[(e >> 1) * 256] = fmaxf(rm[(e >> 1) * 256], a);
+        rm[(e >> 1) * kRowMaxStride] = fmaxf(rm[(e >> 1) * kRowMaxStride], a);
         scratch[static_cast<int64_t>(j) * kScoreTileRows + row + (e >> 1) * 8] = a;
       }
       m[i * 4 + e] = -INFINITY;
@@ -258,7 +262,7 @@ __device__ __forceinline__ void tail_block_max(const float (&acc)[64], float* rm
     x[r] = fmaxf(x[r], __shfl_xor_sync(0xffffffffu, x[r], 1));
     x[r] = fmaxf(x[r], __shfl_xor_sync(0xffffffffu, x[r], 2));
     const float a = __fmul_rn(scale, x[r]);
-    rm[r * 256] = fmaxf(rm[r * 256], a);
+    rm[r * kRowMaxStride] = fmaxf(rm[r * kRowMaxStride], a);
     if (tq == 0) scratch[static_cast<int64_t>(j) * kScoreTileRows + row + r * 8] = a;
   }
 }
@@ -445,7 +449,8 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
 
     // This thread's partial row maxima (half hh, row r at s_rm[hh * 2 + r][ct]) in shared memory:
     // in registers they made ptxas spill in the stage loop.
-    __shared__ float s_rm[4][Tr::kConsumers];
+    static_assert(kRowMaxStride == Tr::kConsumers, "s_rm holds one entry per consumer thread per row");
+    __shared__ float s_rm[4][kRowMaxStride];
 #pragma unroll
     for (int i = 0; i < 4; ++i) s_rm[i][ct] = -INFINITY;
     float* const rm0 = &s_rm[0][ct];
@@ -460,6 +465,13 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
     // (The stage and buffer of each fold are derived from walk and it where they are used: kept
     // live across the products in flight, they made ptxas spill in this loop.)
     Sm90StageWalk walk(sch);
+    // Half 1 of stage `it` is done: the stage is no longer read; fold half 1.
+    auto release_fold_half1 = [&] {
+      fence_regs(sb);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_empty(it % S));
+      fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, p.scale);
+    };
     for (int k = 0; k < sch.total; k += 2) {
       mbar_wait(bar_full(it % S), (it / S) & 1);
       fence_regs(sa);
@@ -471,10 +483,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, p.scale);
       if (k + 1 == sch.total) {  // an odd last stage
         wgmma_wait<0>();
-        fence_regs(sb);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(bar_empty(it % S));
-        fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, p.scale);
+        release_fold_half1();
         ++it;
         break;
       }
@@ -482,10 +491,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       fence_regs(sa);
       issue(sa, (it + 1) % S, 0);
       wgmma_wait<1>();  // half 1 of stage k done; half 0 of k + 1 runs
-      fence_regs(sb);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(bar_empty(it % S));  // stage k is no longer read
-      fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, p.scale);
+      release_fold_half1();
       walk.next(sch);
       ++it;
       fence_regs(sb);
@@ -494,10 +500,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       fence_regs(sa);
       fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, p.scale);
       wgmma_wait<0>();
-      fence_regs(sb);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(bar_empty(it % S));
-      fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, p.scale);
+      release_fold_half1();
       walk.next(sch);
       ++it;
     }
