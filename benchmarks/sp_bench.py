@@ -473,6 +473,9 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(dict(environment=env, budget=budget, rows=rows), f, indent=1)
+    # Every rank tears down together, as in sp_step_bench.py (there a rank that destroyed its
+    # group while rank 0 was still writing the report aborted now and then on two CPU ranks).
+    dist.barrier()
     dist.destroy_process_group()
     return 1 if bad else 0
 

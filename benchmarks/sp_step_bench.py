@@ -175,6 +175,10 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(dict(environment=env, rows=rows), f, indent=1)
+    # Every rank tears down together: a rank that destroyed its group while rank 0 was still
+    # writing the report aborted now and then on two CPU ranks (gloo: "terminate called
+    # without an active exception", 2 of 32 runs; 0 of 44 with this barrier).
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 
