@@ -7,17 +7,19 @@
 #include "cuda/importance/block_scores_gemm.h"
 #include "cuda/importance/score_scratch.h"
 #include "importance/importance_spec.h"
+#include "importance/score_division.h"
 
 namespace psa {
 namespace gpu {
 namespace score_gemm {
 
-// max(y, a.x - m.x, .., a.w - m.w): each difference rounded alone, NaN ones skipped by fmaxf.
+// max(y, a.x - m.x, .., a.w - m.w): each difference rounded alone, NaN ones skipped by fmaxf
+// (a maximum does not depend on the order of its terms, so the four are taken as a tree and
+// y waits on one fmaxf per call).
 __device__ __forceinline__ float fold_logit_diffs(float y, float4 a, float4 m) {
-  y = fmaxf(y, __fsub_rn(a.x, m.x));
-  y = fmaxf(y, __fsub_rn(a.y, m.y));
-  y = fmaxf(y, __fsub_rn(a.z, m.z));
-  return fmaxf(y, __fsub_rn(a.w, m.w));
+  const float x01 = fmaxf(__fsub_rn(a.x, m.x), __fsub_rn(a.y, m.y));
+  const float x23 = fmaxf(__fsub_rn(a.z, m.z), __fsub_rn(a.w, m.w));
+  return fmaxf(y, fmaxf(x01, x23));
 }
 
 // max_r (a[r] - m[r]) over the q_count rows of one query block (a: scratch column j of the
@@ -74,7 +76,7 @@ __device__ __forceinline__ void tie_batch(const GemmScoreParams& p, const float*
 #pragma unroll
     for (int u = 0; u < kTie; ++u) d[u] = a0[static_cast<int64_t>(j[u]) * kRows + r];
 #pragma unroll
-    for (int u = 0; u < kTie; ++u) w[u] += tie_weight(__fsub_rn(d[u], m));
+    for (int u = 0; u < kTie; ++u) w[u] += sample_weight(__fsub_rn(d[u], m));
   }
 #pragma unroll
   for (int s = 0; s < kLg; ++s) {
@@ -142,11 +144,13 @@ struct ScratchLogits {
 
 // Given a complete scratch slot (a[r][j] at scratch[j * 256 + r]) and the row maxima s_m[r] of
 // the tile (b*Hq + h = bh, row tile rt), per query block of the tile: (2) P[i][j] =
-// exp(max_r (a[r][j] - m[r])) (= max_r exp(a - m): exp is monotone, so one double exp per block
-// instead of one per row; an all-NaN block gives 0, as the CPU's isnan(e) ? 0 : e); (3) the row
-// sum in double, fixed order (lane-strided over key blocks, then a fixed shuffle tree: the CPU's
+// exp(max_r (a[r][j] - m[r])) (= max_r exp(a - m): exp is monotone, so one exp per block instead
+// of one per row; an all-NaN block gives 0, as the CPU's isnan(e) ? 0 : e); (3) the row sum in
+// double, fixed order (lane-strided over key blocks, then a fixed shuffle tree: the CPU's
 // sequential sum may differ in the last bit); (4) scores = P / sum. Float operations on each value
-// are the CPU's. Query block il goes to warp il % n_warps of the calling group (warp = 0 ..
+// are the CPU's; the division gives the rule's double-precision quotient by fp32 arithmetic
+// (score_division.h), so the finisher warps stay off the pipe of the tensor cores. Query block
+// il goes to warp il % n_warps of the calling group (warp = 0 ..
 // n_warps-1, lane = 0..31); no barrier inside, so the caller only orders the scratch and s_m
 // writes before the call. `src` supplies max_r (a[r][j] - m[r]) (ScratchLogits: from global
 // memory, a lane taking kBatch key blocks at a time with their loads first, up to 4 * kBatch
@@ -203,13 +207,14 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     float* tie_row = p.ties != nullptr ? p.ties + (row - p.scores) : nullptr;
     if (s > 0.0) {  // this lane's own values (kNorm loads in flight)
+      const ScoreDivisor dv = score_divisor(s);
       for (int64_t j = lane; j < p.nk; j += 32 * kNorm) {
         float v[kNorm];
 #pragma unroll
         for (int u = 0; u < kNorm; ++u) v[u] = j + 32 * u < p.nk ? row[j + 32 * u] : 0.0f;
 #pragma unroll
         for (int u = 0; u < kNorm; ++u)
-          if (j + 32 * u < p.nk) row[j + 32 * u] = static_cast<float>(v[u] / s);
+          if (j + 32 * u < p.nk) row[j + 32 * u] = normalised_score(v[u], s, dv);
       }
     }
     if (tie_row != nullptr) {  // this lane's tie masses 0 (ties below)

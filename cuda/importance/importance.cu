@@ -11,6 +11,7 @@
 #include "cuda/importance/importance_cuda.h"
 #include "cuda/importance/score_scratch.h"
 #include "importance/importance_spec.h"
+#include "importance/score_division.h"
 
 namespace psa {
 namespace gpu {
@@ -186,7 +187,7 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
         for (int c = 0; c < p.k_count; ++c) best = fmaxf(best, dots[r * kLd + jj * p.k_count + c]);
         const float a = __fmul_rn(p.scale, best);  // rounded on its own, as the CPU
         // Pass 1 keeps the difference to the row max: P below is sample_weight of the largest
-        // one (exp is monotone: finish_tile's order), the tie masses need every one.
+        // one (the rule, importance_spec.h), the tie masses need every one.
         abuf[r * ldA + abase + jj] = pass == 0 ? a : __fsub_rn(a, mrow[r]);
       }
       __syncthreads();
@@ -205,7 +206,7 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
           float t = 0.0f;
           if (best == 1.0f) {
             TieMassSum sum;
-            for (int r = 0; r < p.q_count; ++r) sum.add(r, tie_weight(abuf[r * ldA + tid]));
+            for (int r = 0; r < p.q_count; ++r) sum.add(r, sample_weight(abuf[r * ldA + tid]));
             t = sum.result();
           }
           p.ties[(bh * p.mq + i) * p.nk + jb + tid] = t;
@@ -217,14 +218,15 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
   __syncthreads();
   if (single) {  // pass 1 from the kept logits: same values, no second sweep over K
     for (int64_t j = tid; j < p.nk; j += kThreads) {
-      float best = 0.0f;  // prow starts at 0 in the two-pass order too
-      for (int r = 0; r < p.q_count; ++r) best = fmaxf(best, sample_weight(__fsub_rn(abuf[r * ldA + j], mrow[r])));
+      float y = -INFINITY;  // max_r (a - m), NaN skipped; P = sample_weight(y) (importance_spec.h)
+      for (int r = 0; r < p.q_count; ++r) y = fmaxf(y, __fsub_rn(abuf[r * ldA + j], mrow[r]));
+      const float best = sample_weight(y);
       prow[j] = best;
       if (p.ties != nullptr) {  // tie mass of a P == 1 block (importance_spec.h), else 0
         float t = 0.0f;
         if (best == 1.0f) {
           TieMassSum sum;
-          for (int r = 0; r < p.q_count; ++r) sum.add(r, tie_weight(__fsub_rn(abuf[r * ldA + j], mrow[r])));
+          for (int r = 0; r < p.q_count; ++r) sum.add(r, sample_weight(__fsub_rn(abuf[r * ldA + j], mrow[r])));
           t = sum.result();
         }
         p.ties[(bh * p.mq + i) * p.nk + j] = t;
@@ -240,8 +242,9 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
   __syncthreads();
   float* out = p.scores + (bh * p.mq + i) * p.nk;
   const double s = total;
+  const ScoreDivisor dv = score_divisor(s);
   for (int64_t j = tid; j < p.nk; j += kThreads)
-    out[j] = s > 0.0 ? static_cast<float>(prow[j] / s) : prow[j];
+    out[j] = s > 0.0 ? normalised_score(prow[j], s, dv) : prow[j];
 }
 
 template <typename T, int D, int KC>

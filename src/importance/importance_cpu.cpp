@@ -41,7 +41,7 @@ void importance_cpu(const float* q, int64_t lq, const float* k, int64_t lk, int6
   std::vector<float> weight(row_max.size());
   for (int64_t i = 0; i < mq; ++i) {
     float* row = scores + i * nk;
-    std::fill(row, row + nk, 0.0f);
+    std::fill(row, row + nk, ninf);  // max_r (a - m) first (NaN skipped), then P = sample_weight
     for (int32_t s = 0; s < q_count; ++s) {
       const float* qr = q + sampled_token(i, block_m, q_offsets[s], lq) * d;
       // Two passes over key blocks keep memory O(1): first the row max, then the weights.
@@ -50,10 +50,11 @@ void importance_cpu(const float* q, int64_t lq, const float* k, int64_t lk, int6
         m = std::max(m, block_logit(qr, k, lk, d, j, block_n, k_offsets, k_count, scale));
       for (int64_t j = 0; j < nk; ++j) {
         const float a = block_logit(qr, k, lk, d, j, block_n, k_offsets, k_count, scale);
-        row[j] = std::max(row[j], sample_weight(a - m));
+        row[j] = std::fmax(row[j], a - m);
       }
       if (ties != nullptr) row_max[static_cast<size_t>(s)] = m;
     }
+    for (int64_t j = 0; j < nk; ++j) row[j] = sample_weight(row[j]);
     if (ties != nullptr) {  // tie masses of the P == 1 blocks (the others are 0)
       float* t = ties + i * nk;
       for (int64_t j = 0; j < nk; ++j) {
@@ -62,7 +63,7 @@ void importance_cpu(const float* q, int64_t lq, const float* k, int64_t lk, int6
         for (int32_t s = 0; s < q_count; ++s) {
           const float* qr = q + sampled_token(i, block_m, q_offsets[s], lq) * d;
           const float a = block_logit(qr, k, lk, d, j, block_n, k_offsets, k_count, scale);
-          weight[static_cast<size_t>(s)] = tie_weight(a - row_max[static_cast<size_t>(s)]);
+          weight[static_cast<size_t>(s)] = sample_weight(a - row_max[static_cast<size_t>(s)]);
         }
         t[j] = tie_mass(weight.data(), q_count, 1);
       }

@@ -61,33 +61,31 @@ PSA_HD int64_t sampled_token(int64_t blk, int64_t block, int32_t offset, int64_t
 }
 
 // Block score (spec 3.4 without the 16-bit roundings): for query block i and key block j,
-//   a[r, j] = scale * max_{c in samples of j} q_r . k_c
-//   e[r, j] = exp(a[r, j] - max_j' a[r, j'])
-//   P[i, j] = max_{r in samples of i} e[r, j],  S[i, j] = P[i, j] / sum_j P[i, j].
-// The row normalisation runs over the real key blocks only (the reference also counts
+//   a[r, j] = scale * max_{c in samples of j} q_r . k_c           (fp32, rounded once)
+//   m[r]    = max_j' a[r, j']
+//   P[i, j] = sample_weight(max_{r in samples of i} (a[r, j] - m[r]))
+//   S[i, j] = P[i, j] / sum_j P[i, j]                              (sum in double)
+// i.e. P = max_r exp(a - m) with exp monotone; each difference is rounded on its own in fp32,
+// NaN differences are skipped (fmax), and a block with none left has P = 0. The row
+// normalisation runs over the real key blocks only (the reference also counts
 // alignment-padding columns; it cancels in thresholdbound and is irrelevant to topk).
-
-// One sampled weight e[r, j] = exp(a[r, j] - m[r]) as a float: the difference rounded on its
-// own in fp32, the exponential taken in double and rounded once (so CUDA's and the host's exp
-// agree), NaN -> 0. P[i, j] is the max of these over the sampled rows r of block i.
-PSA_HD float sample_weight(float y) {
-  const float e = static_cast<float>(exp(static_cast<double>(y)));
-  return e != e ? 0.0f : e;
-}
+//
+// sample_weight is e^y by a fixed sequence of fp32 operations (below), the same bits on the
+// CPU and on every GPU. Until 2026-11-29 it was exp in double rounded to fp32; on Hopper the
+// score kernel's double-precision instructions waited on the pipe its tensor cores use, and
+// the fp32 sequence took 0.5 ms off the Wan2.1-14B importance stage (PERF_NOTES.md,
+// "Importance: the block weight in fp32"). The two agree to within one ulp.
 
 // ---- Tie mass: the secondary rank criterion (libpsa rule; mask_spec.h ranks_before) -------
 // Every key block that holds some sampled row's best key scores exactly P = 1, so a row's top
 // 3-10 blocks tie exactly (measured on 32x32 .. 64x64 latents and 4-frame clips, bn 32-128);
 // ranking them by key index favoured the earliest blocks of the sequence. Ties are ranked by
 // the tie mass instead, the summed weight of the block over the sampled rows of block i:
-//   T[i, j] = sum_r tie_weight(a[r, j] - m[r])  when P[i, j] == 1,   T[i, j] = 0 otherwise,
+//   T[i, j] = sum_r sample_weight(a[r, j] - m[r])  when P[i, j] == 1,   T[i, j] = 0 otherwise,
 // i.e. how much sampled attention mass (each row relative to its own best logit) the block
 // draws -- a block that is the best of many rows and close for the rest ranks first. T is 0
 // below the top because only exact ties consult it and the top tie is the one that occurs:
-// a backend evaluates it for the few P == 1 blocks only. tie_weight is exp in fp32 by a fixed
-// sequence of fp32 operations (below), not sample_weight's double exp: it is the same weight
-// to within about 1 ulp, and a GPU evaluates it on the FMA pipe, where a double exp per sampled row of
-// every tied block cost 2-13% of the importance stage (PERF_NOTES.md, "Tie masses"). The sum
+// a backend evaluates it for the few P == 1 blocks only. The sum
 // has one fixed order on every backend, that of a 32-lane butterfly: partial w[l] = sum over
 // r = l, l + 32, ... (ascending r, fp32); then for o = 16, 8, 4, 2, 1 every w[l] becomes
 // w[l] + w[l ^ o]; T = w[0]. 0 <= T <= count (finite).
@@ -104,8 +102,12 @@ PSA_HD float sample_weight(float y) {
 //       fmaf (the Taylor polynomial of e^f of degree 7; the constants are the fp32 roundings);
 //   result: the bits of p plus n * 2^23 (= p * 2^n, normal; t's bits are those of 1.5 * 2^23
 //       plus n, and 1.5 * 2^23's bits shifted left by 23 vanish, so n * 2^23 = t's bits << 23).
-// Relative error against e^y: below 2e-7, about 1 ulp (tests/importance/importance_test.cpp).
-PSA_HD float tie_weight(float y) {
+// Relative error against e^y: below 2e-7, at most one ulp (tests/importance/importance_test.cpp
+// over every fp32 argument of [-86, 0]); not monotone (2,878 arguments in [-86, 0] give one ulp
+// less than their predecessor), so the rule takes the maximum of the differences, not of the
+// weights. The GPU gives the same bits for every fp32 argument
+// (tests/cuda/score_division_cuda_test.cu).
+PSA_HD float sample_weight(float y) {
   if (!(y >= -86.0f)) return 0.0f;
   y = fminf(y, 0.0f);
   const float t = fmaf(y, 1.44269504088896341f, 12582912.0f);
@@ -144,7 +146,7 @@ struct TieMassSum {
   }
 };
 
-// T of one block from its `count` tie weights e[r * stride] (r < count).
+// T of one block from its `count` weights e[r * stride] (r < count; sample_weight of each row's difference).
 PSA_HD float tie_mass(const float* e, int32_t count, int64_t stride) {
   TieMassSum t;
   for (int32_t r = 0; r < count; ++r) t.add(r, e[r * stride]);

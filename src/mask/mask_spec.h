@@ -293,16 +293,8 @@ PSA_HD int post_level(int level, int64_t j, const MaskPostRow& row, int cap) {
 }
 
 // ---- Similarity cap (spec 5) --------------------------------------------------------------
-// fp32 products rounded on their own (__fmul_rn keeps nvcc from fusing them into an FMA), so
-// a kernel that runs these loops per thread reproduces the CPU bits. Host builds must not
-// contract either (no -ffp-contract=fast together with an FMA -march).
-PSA_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
+// fp32 products rounded on their own (mul_rn, core/bits.h), so a kernel that runs these loops
+// per thread reproduces the CPU bits.
 
 // Sequential fp32 dot product (index order 0..d-1).
 PSA_HD float dot_f32(const float* a, const float* b, int64_t d) {

@@ -1,5 +1,5 @@
 // tests/importance/importance_test.cpp -- block importance against a brute-force double
-// evaluation of spec 3.4's formula, the sampler's contract, and the tie weight's accuracy.
+// evaluation of spec 3.4's formula, the sampler's contract, and the block weight's accuracy.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -120,26 +120,82 @@ TEST(Importance, DominantBlockGetsTheMass) {
   }
 }
 
-// tie_weight (the fp32 exp of the tie masses) against exp in double: within 2e-7 relative
-// on fresh differences over its whole range and near 0, exact at 0, 0 below -86 and for NaN.
-TEST(TieWeight, IsExpToAboutOneUlp) {
+// sample_weight (the fp32 exp of the block weights and tie masses) against exp in double:
+// within 2e-7 relative on fresh differences over its whole range and near 0, exact at 0, 0
+// below -86 and for NaN.
+TEST(SampleWeight, IsExpToAboutOneUlp) {
   std::mt19937_64 rng(psa_test::fresh_seed());
   std::uniform_real_distribution<float> wide(-86.0f, 0.0f), unit(0.0f, 1.0f);
   double worst = 0.0;
   for (int i = 0; i < 2000000; ++i) {
     const float y = i % 2 ? wide(rng) : -unit(rng) * std::ldexp(1.0f, -static_cast<int>(rng() % 40));
     const double e = std::exp(static_cast<double>(y));
-    const float w = psa::tie_weight(y);
+    const float w = psa::sample_weight(y);
     ASSERT_TRUE(std::isnormal(w)) << y;
     worst = std::max(worst, std::fabs(static_cast<double>(w) - e) / e);
   }
   EXPECT_LT(worst, 2e-7);
-  EXPECT_EQ(1.0f, psa::tie_weight(0.0f));
-  EXPECT_EQ(1.0f, psa::tie_weight(-0.0f));
-  EXPECT_EQ(0.0f, psa::tie_weight(-86.001f));
-  EXPECT_EQ(0.0f, psa::tie_weight(-std::numeric_limits<float>::infinity()));
-  EXPECT_EQ(0.0f, psa::tie_weight(std::numeric_limits<float>::quiet_NaN()));
-  EXPECT_GT(psa::tie_weight(-86.0f), 0.0f);
+  EXPECT_EQ(1.0f, psa::sample_weight(0.0f));
+  EXPECT_EQ(1.0f, psa::sample_weight(-0.0f));
+  EXPECT_EQ(0.0f, psa::sample_weight(-86.001f));
+  EXPECT_EQ(0.0f, psa::sample_weight(-std::numeric_limits<float>::infinity()));
+  EXPECT_EQ(0.0f, psa::sample_weight(std::numeric_limits<float>::quiet_NaN()));
+  EXPECT_GT(psa::sample_weight(-86.0f), 0.0f);
+}
+
+// Every fp32 difference of [-86, 0] (about 1.1e9; half a minute): within one ulp of the
+// correctly rounded e^y. Run with --gtest_also_run_disabled_tests.
+TEST(SampleWeight, DISABLED_EveryArgumentWithinOneUlp) {
+  double worst = 0.0;
+  for (uint32_t u = psa::float_bits(-86.0f);; --u) {
+    const float y = psa::bits_float(u);
+    const double e = std::exp(static_cast<double>(y));
+    const float r = static_cast<float>(e);
+    const double ulp = static_cast<double>(std::nextafter(r, 2.0f)) - r;
+    worst = std::max(worst, std::fabs(static_cast<double>(psa::sample_weight(y)) - e) / ulp);
+    if (u == 0x80000000u) break;
+  }
+  EXPECT_LE(worst, 1.0);
+  std::printf("[sample weight] [-86, 0]: worst %.3f ulp\n", worst);
+}
+
+// P takes sample_weight of the largest difference, not the largest weight (sample_weight is
+// not monotone): on fresh logits, importance_cpu's P is sample_weight(max_r (a - m)) exactly.
+TEST(SampleWeight, BlockWeightIsTheWeightOfTheLargestDifference) {
+  const uint64_t seed = psa_test::fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t lq = 64, lk = 96, d = 8, bm = 16, bn = 8, mq = lq / bm, nk = lk / bn;
+  std::vector<float> q(lq * d), k(lk * d);
+  for (float& x : q) x = 3.0f * nd(rng);
+  for (float& x : k) x = nd(rng);
+  std::vector<int32_t> qo = {0, 5, 11}, ko = {1, 6};
+  std::vector<float> s(mq * nk);
+  psa::importance_cpu(q.data(), lq, k.data(), lk, d, bm, bn, qo.data(), 3, ko.data(), 2, 0.5f, s.data());
+  for (int64_t i = 0; i < mq; ++i) {
+    std::vector<float> a(3 * nk), m(3, -INFINITY);
+    for (int r = 0; r < 3; ++r)
+      for (int64_t j = 0; j < nk; ++j) {
+        float best = -INFINITY;
+        for (int c = 0; c < 2; ++c) {
+          float dot = 0.0f;
+          for (int64_t e = 0; e < d; ++e) dot += q[(i * bm + qo[r]) * d + e] * k[(j * bn + ko[c]) * d + e];
+          best = std::max(best, dot);
+        }
+        a[r * nk + j] = 0.5f * best;
+        m[r] = std::max(m[r], a[r * nk + j]);
+      }
+    double sum = 0.0;
+    std::vector<float> p(nk);
+    for (int64_t j = 0; j < nk; ++j) {
+      float y = -INFINITY;
+      for (int r = 0; r < 3; ++r) y = std::fmax(y, a[r * nk + j] - m[r]);
+      p[j] = psa::sample_weight(y);
+      sum += p[j];
+    }
+    for (int64_t j = 0; j < nk; ++j)
+      ASSERT_EQ(static_cast<float>(p[j] / sum), s[i * nk + j]) << "i " << i << " j " << j << " seed " << seed;
+  }
 }
 
 }  // namespace
