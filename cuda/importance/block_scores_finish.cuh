@@ -144,8 +144,8 @@ struct ScratchLogits {
 
 // Given a complete scratch slot (a[r][j] at scratch[j * 256 + r]) and the row maxima s_m[r] of
 // the tile (b*Hq + h = bh, row tile rt), per query block of the tile: (2) P[i][j] =
-// exp(max_r (a[r][j] - m[r])) (= max_r exp(a - m): exp is monotone, so one exp per block instead
-// of one per row; an all-NaN block gives 0, as the CPU's isnan(e) ? 0 : e); (3) the row sum in
+// sample_weight(max_r (a[r][j] - m[r])) (importance_spec.h: one exp per block, of the largest
+// difference; an all-NaN block gives sample_weight(-inf) = 0); (3) the row sum in
 // double, fixed order (lane-strided over key blocks, then a fixed shuffle tree: the CPU's
 // sequential sum may differ in the last bit); (4) scores = P / sum. Float operations on each value
 // are the CPU's; the division gives the rule's double-precision quotient by fp32 arithmetic

@@ -65,15 +65,16 @@ PSA_HD int64_t sampled_token(int64_t blk, int64_t block, int32_t offset, int64_t
 //   m[r]    = max_j' a[r, j']
 //   P[i, j] = sample_weight(max_{r in samples of i} (a[r, j] - m[r]))
 //   S[i, j] = P[i, j] / sum_j P[i, j]                              (sum in double)
-// i.e. P = max_r exp(a - m) with exp monotone; each difference is rounded on its own in fp32,
-// NaN differences are skipped (fmax), and a block with none left has P = 0. The row
+// i.e. P = max_r exp(a - m) (exp is monotone), with the exponential taken once, of the largest
+// difference; each difference is rounded on its own in fp32, NaN differences are skipped
+// (fmax), and a block with none left has P = sample_weight(-inf) = 0. The row
 // normalisation runs over the real key blocks only (the reference also counts
 // alignment-padding columns; it cancels in thresholdbound and is irrelevant to topk).
 //
 // sample_weight is e^y by a fixed sequence of fp32 operations (below), the same bits on the
 // CPU and on every GPU. Until 2026-11-29 it was exp in double rounded to fp32; on Hopper the
 // score kernel's double-precision instructions waited on the pipe its tensor cores use, and
-// the fp32 sequence took 0.5 ms off the Wan2.1-14B importance stage (PERF_NOTES.md,
+// the fp32 sequence took about 0.4 ms off the Wan2.1-14B importance stage (PERF_NOTES.md,
 // "Importance: the block weight in fp32"). The two agree to within one ulp.
 
 // ---- Tie mass: the secondary rank criterion (libpsa rule; mask_spec.h ranks_before) -------
