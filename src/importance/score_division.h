@@ -11,7 +11,7 @@
 // How: a candidate quotient c is accepted only when the remainder v - c s, evaluated to within
 // about 2^-45 v, shows v / s farther than a margin (2^-40 v) from both of c's rounding
 // boundaries (the midpoints to its fp32 neighbours): then v / s, its double rounding (within
-// 2^-53 of it) and c all round to c. Otherwise -- about 1 quotient in 40,000, and every argument
+// 2^-53 of it) and c all round to c. Otherwise -- about 1 quotient in 44,000, and every argument
 // outside the ranges named below -- the caller divides in double.
 #pragma once
 #include <cmath>
