@@ -7,16 +7,15 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <algorithm>
-#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
 
-#include "cuda/cuda_test_util.h"
 #include "core/bits.h"
+#include "cuda/cuda_test_util.h"
 #include "importance/importance_spec.h"
 #include "importance/score_division.h"
 
@@ -32,9 +31,7 @@ struct Counts {
 // patterns (a sum of the bits times a per-index odd multiplier, so a swap within a chunk shows).
 constexpr int kChunkBits = 20, kChunks = 1 << (32 - kChunkBits);
 __host__ __device__ inline uint64_t fold_weight(uint32_t u, float w) {
-  uint32_t b;
-  memcpy(&b, &w, sizeof b);
-  return static_cast<uint64_t>(b) * (2ull * u + 1ull);
+  return static_cast<uint64_t>(psa::float_bits(w)) * (2ull * u + 1ull);
 }
 __global__ void every_weight(unsigned long long* chunk) {
   for (int c = blockIdx.x; c < kChunks; c += gridDim.x) {
@@ -49,6 +46,14 @@ __global__ void every_weight(unsigned long long* chunk) {
 
 __device__ double unit(uint64_t key) { return static_cast<double>(psa::mix64(key) >> 11) * 0x1p-53; }
 
+// normalised_score against the rule's division in double on this GPU; whether fp32 decided.
+__device__ bool differs(float v, double s, bool& decided) {
+  const psa::ScoreDivisor d = psa::score_divisor(s);
+  float q;
+  decided = psa::div_rn_f32(v, d, q);
+  return psa::float_bits(psa::normalised_score(v, s, d)) != psa::float_bits(static_cast<float>(v / s));
+}
+
 __global__ void random_quotients(Counts* c, uint64_t seed, int n) {
   unsigned long long wrong = 0, decided = 0, ordinary = 0, built = 0, built_decided = 0;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -56,25 +61,21 @@ __global__ void random_quotients(Counts* c, uint64_t seed, int n) {
     // A row sum 1 <= s < 2^25 and a weight of any magnitude down to 2^-70.
     const double s = 1.0 + ldexp(unit(k), static_cast<int>(unit(k + 1) * 25));
     const float v = static_cast<float>(ldexp(unit(k + 2), -static_cast<int>(unit(k + 3) * 70)));
-    const psa::ScoreDivisor d = psa::score_divisor(s);
-    float q;
+    bool fast;
+    wrong += differs(v, s, fast);
     if (v >= 0x1p-40f) {
       ++ordinary;
-      decided += psa::div_rn_f32(v, d, q);
+      decided += fast;
     }
-    if (__float_as_uint(psa::normalised_score(v, s, d)) != __float_as_uint(static_cast<float>(v / s))) ++wrong;
     if ((i & 3) == 0) {  // s = v / m for a midpoint m between fp32 neighbours: a double rounding case
       const float cq = static_cast<float>(ldexp(1.0 + unit(k + 4), -1 - static_cast<int>(unit(k + 5) * 30)));
       const float nb = unit(k + 6) < 0.5 ? nextafterf(cq, 2.0f) : nextafterf(cq, 0.0f);
       const float v2 = static_cast<float>(0.5 + 0.5 * unit(k + 7));
       const double s2 = v2 / ((static_cast<double>(cq) + nb) / 2);
       if (s2 >= 1.0) {
-        const psa::ScoreDivisor d2 = psa::score_divisor(s2);
         ++built;
-        built_decided += psa::div_rn_f32(v2, d2, q);
-        if (__float_as_uint(psa::normalised_score(v2, s2, d2)) !=
-            __float_as_uint(static_cast<float>(v2 / s2)))
-          ++wrong;
+        wrong += differs(v2, s2, fast);
+        built_decided += fast;
       }
     }
   }
@@ -83,14 +84,6 @@ __global__ void random_quotients(Counts* c, uint64_t seed, int n) {
   atomicAdd(&c->ordinary, ordinary);
   atomicAdd(&c->built, built);
   atomicAdd(&c->built_decided, built_decided);
-}
-
-Counts run(void (*launch)(Counts*)) {
-  DevBuf<Counts> d(1);
-  d.upload(std::vector<Counts>{Counts{}});
-  launch(d.get());
-  EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());
-  return d.download()[0];
 }
 
 TEST(CudaScoreDivision, SampleWeightEveryArgumentAsOnTheHost) {
@@ -121,9 +114,12 @@ TEST(CudaScoreDivision, SampleWeightEveryArgumentAsOnTheHost) {
 
 TEST(CudaScoreDivision, NormalisedScoreRandomAndBoundaryPairs) {
   PSA_REQUIRE_GPU();
-  static uint64_t seed;
-  seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();  // fresh per run
-  const Counts c = run([](Counts* p) { random_quotients<<<1024, 256>>>(p, seed, 1 << 26); });
+  const uint64_t seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();  // fresh
+  DevBuf<Counts> d(1);
+  d.fill_bytes(0);
+  random_quotients<<<1024, 256>>>(d.get(), seed, 1 << 26);
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  const Counts c = d.download()[0];
   EXPECT_EQ(0ull, c.wrong) << "seed " << seed;
   EXPECT_GT(c.decided, c.ordinary * 999 / 1000) << "seed " << seed;
   EXPECT_GT(c.built, 1000ull);
