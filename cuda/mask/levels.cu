@@ -1,7 +1,8 @@
-// cuda/mask/levels.cu -- mask stage (level map), kernel + launcher + entry: per row a stable
-// block radix sort of mask_spec.h's rank keys, its rank intervals (sequential cumulative mass,
-// as the CPU), the top run of equal scores re-ranked by tie mass when an interval ends inside
-// it, and post-processing. Must not hold a count, order or visibility rule of its own.
+// cuda/mask/levels.cu -- mask stage (level map), kernel + launcher + entry: per topk row a radix
+// selection of the elements at the intervals' ends; per thresholdbound row a stable block radix
+// sort of mask_spec.h's rank keys and its rank intervals (sequential cumulative mass, as the
+// CPU); the top run of equal scores re-ranked by tie mass when an interval ends inside it; then
+// post-processing. Must not hold a count, order or visibility rule of its own.
 #include <cub/block/block_radix_rank.cuh>
 #include <cub/block/block_radix_sort.cuh>
 
@@ -41,6 +42,25 @@ struct KeyDigit8 {
 // thresholdbound 0.377 vs 0.449 (PERF_NOTES, mask v2).
 constexpr bool kMatchRanking = true;
 
+// topk by selection (select_levels): at most one target rank per interval end.
+constexpr int kSelTargets = kMaskSlots;  // the ends inside the row
+
+template <int kWarps>
+struct SelectSmem {
+  uint32_t hist[kSelTargets][256];    // per distinct prefix: at the first target holding it
+  uint32_t prefix[2][kSelTargets];    // key >> shift of each target's element (pass parity)
+  int rank[kSelTargets];              // rank of the target's element among the prefix's elements
+  int count[kSelTargets];             // elements holding the prefix
+  int first[kSelTargets];             // whole-key ties: index of the target's element
+  int slot_target[kMaskSlots];        // target of slot s's end; -1: e <= 0, -2: e >= n
+  int targets;
+  uint32_t key_min, key_max;
+  int warp_count[kWarps];
+  int top_run;  // elements holding the smallest key (the top score)
+  int run_n;
+  uint16_t run_idx[32];
+};
+
 // One CTA sorts one row of at most kThreads * kItems candidates, by a stable LSD radix sort of
 // (rank_key, index) pairs handed in in index order: equal keys keep ascending indices, which
 // is exactly ranks_before's order (mask_spec.h).
@@ -63,6 +83,7 @@ struct LevelTile {
       typename Sort::TempStorage sort;
       typename Rank::TempStorage rank;
       float sorted[kCapacity];  // after the sort: the scores in rank order
+      SelectSmem<kThreads / 32> sel;  // topk: the interval ends by selection (select_levels)
     };
     uint32_t ex_key[kMatch ? kCapacity : 1];  // match ranking: keys and indices by rank
     uint16_t ex_idx[kMatch ? kCapacity : 1];
@@ -226,6 +247,234 @@ __device__ __forceinline__ bool top_run_warp0(typename LevelTile<kThreads, kItem
   return true;
 }
 
+// ---- topk by selection ----------------------------------------------------------------------
+// topk's interval ends are the same ranks e_s for every row of n candidates (topk_segment_ends),
+// and a block's level depends only on which ends its rank is below. So a topk row needs no
+// sort: the element of rank e in the stable (rank_key, index) order -- the threshold T_e -- is
+// found by a radix selection, and an element x has rank < e iff (key_x, index_x) < T_e. The
+// selection refines, per target rank, the key prefix holding it: each pass a histogram of the
+// next digit of the elements under each distinct prefix, then the digit where the target's
+// remaining rank falls. The passes start at the highest bit in which the row's keys differ, and
+// stop once every target's prefix holds one element; a target whose whole key is shared by
+// several elements takes, among them, the (remaining rank)-th in index order.
+// The top run (equal top scores) orders by tie mass when an end splits it (mask_spec.h
+// ranks_before): a run of at most 32 is ranked by warp 0 as in top_run_warp0; a longer split
+// run returns false, and the caller sorts the row instead.
+// Warp-striped position of thread t's item k: warp w holds 32 * kItems consecutive indices,
+// item k of lane l is index w * 32 * kItems + 32 k + l (conflict-free shared reads; a ballot
+// per item walks them in index order).
+template <int kItems>
+__device__ __forceinline__ int striped(int t, int k) {
+  return (t / 32) * (32 * kItems) + k * 32 + t % 32;
+}
+
+// Levels of a topk row into sm.level by selection; the candidates' scores in sm.score, the
+// intervals' ends in sm.ends, n > 0. False (nothing written) for a top run of more than 32
+// that an end splits. Uniform over the CTA; ends with a barrier.
+template <int kThreads, int kItems>
+__device__ __forceinline__ bool select_levels(typename LevelTile<kThreads, kItems>::Smem& sm, int n,
+                                              const float* ties_row) {
+  constexpr int kWarps = kThreads / 32;
+  SelectSmem<kWarps>& sel = sm.sel;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  uint32_t key[kItems];
+  uint32_t lo = 0xffffffffu, hi = 0u;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int j = striped<kItems>(tid, k);
+    key[k] = j < n ? rank_key(sm.score[j]) : 0u;
+    if (j < n) {
+      lo = min(lo, key[k]);
+      hi = max(hi, key[k]);
+    }
+  }
+  lo = __reduce_min_sync(0xffffffffu, lo);
+  hi = __reduce_max_sync(0xffffffffu, hi);
+  if (lane == 0) {
+    atomicMin(&sel.key_min, lo);
+    atomicMax(&sel.key_max, hi);
+  }
+  __syncthreads();
+  // The target ranks (thread 0): each distinct end in (0, n). With tie masses, the length of
+  // the top run (the elements of the smallest key).
+  const uint32_t top = sel.key_min;
+  const uint32_t diff = top ^ sel.key_max;
+  const int top_bit = diff != 0u ? 31 - __clz(diff) : -1;  // highest bit in which keys differ
+  if (ties_row != nullptr) {
+    int c = 0;
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) c += striped<kItems>(tid, k) < n && key[k] == top ? 1 : 0;
+    c = __reduce_add_sync(0xffffffffu, c);
+    if (lane == 0 && c > 0) atomicAdd(&sel.top_run, c);
+  }
+  if (tid == 0) {
+    int t = 0, last = -1;
+    for (int s = 0; s < kMaskSlots; ++s) {
+      const int e = static_cast<int>(sm.ends[s]);
+      if (e <= 0 || e >= n) {
+        sel.slot_target[s] = e <= 0 ? -1 : -2;
+        continue;
+      }
+      if (e != last) sel.rank[t++] = last = e;
+      sel.slot_target[s] = t - 1;
+    }
+    sel.targets = t;
+    for (int u = 0; u < t; ++u) {
+      sel.prefix[0][u] = top_bit >= 31 ? 0u : top >> (top_bit + 1);  // the bits every key shares
+      sel.count[u] = n;
+      sel.first[u] = 0;
+    }
+  }
+  __syncthreads();
+  const int nt = sel.targets;
+  // Passes of 8-bit digits from the top differing bit down; `shift` is the digit's lowest bit,
+  // `above` the previous pass's (the prefix is key >> above).
+  int above = top_bit + 1, pass = 0;
+  while (above > 0 && nt > 0) {
+    const int shift = above > 8 ? above - 8 : 0;
+    const uint32_t dmask = (1u << (above - shift)) - 1u;
+    const int q = pass & 1;
+    uint32_t pre[kSelTargets];
+#pragma unroll
+    for (int t = 0; t < kSelTargets; ++t) pre[t] = t < nt ? sel.prefix[q][t] : 0xffffffffu;
+    for (int i = tid; i < nt * 256; i += kThreads) (&sel.hist[0][0])[i] = 0u;
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int j = striped<kItems>(tid, k);
+      const uint32_t h = above > 31 ? 0u : key[k] >> above;
+      int g = -1;  // the first target whose prefix the element holds
+#pragma unroll
+      for (int t = kSelTargets - 1; t >= 0; --t)
+        if (t < nt && pre[t] == h) g = t;
+      if (j >= n) g = -1;
+      const uint32_t code = g >= 0 ? (static_cast<uint32_t>(g) << 8) | ((key[k] >> shift) & dmask) : 0xffffffffu;
+      const unsigned peers = __match_any_sync(0xffffffffu, code);
+      if (g >= 0 && __ffs(peers) - 1 == lane) atomicAdd(&sel.hist[g][code & 0xffu], __popc(peers));
+    }
+    __syncthreads();
+    // Warp w refines targets w, w + kWarps, ...: lane l scans bins 8l .. 8l + 7.
+    for (int t = warp; t < nt; t += kWarps) {
+      int g = t;
+      while (g > 0 && sel.prefix[q][g - 1] == sel.prefix[q][t]) --g;
+      const uint32_t* hg = sel.hist[g];
+      const int r = sel.rank[t];
+      uint32_t c[8], tot = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) tot += (c[i] = hg[lane * 8 + i]);
+      uint32_t incl = tot;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += y;
+      }
+      uint32_t before = incl - tot;
+      if (before <= static_cast<uint32_t>(r) && static_cast<uint32_t>(r) < incl) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          if (static_cast<uint32_t>(r) < before + c[i]) {
+            sel.prefix[q ^ 1][t] = (sel.prefix[q][t] << (above - shift)) | static_cast<uint32_t>(lane * 8 + i);
+            sel.rank[t] = r - static_cast<int>(before);
+            sel.count[t] = static_cast<int>(c[i]);
+            break;
+          }
+          before += c[i];
+        }
+      }
+    }
+    __syncthreads();
+    above = shift;
+    ++pass;
+    bool resolved = true;  // every target's prefix holds one element: the rest of the key decides nothing
+    for (int t = 0; t < nt; ++t) resolved &= sel.count[t] == 1;
+    if (resolved) break;
+  }
+  const int q = pass & 1;  // the final prefixes: key >> above
+  // Whole-key ties at a target (only when the passes reached bit 0): the target's element is the
+  // (rank)-th of the key's elements in index order.
+  for (int t = 0; t < nt; ++t) {
+    if (sel.count[t] <= 1) continue;
+    const uint32_t kt = sel.prefix[q][t];
+    const int r = sel.rank[t];
+    unsigned b[kItems];
+    int wc = 0;
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      b[k] = __ballot_sync(0xffffffffu, striped<kItems>(tid, k) < n && key[k] == kt);
+      wc += __popc(b[k]);
+    }
+    if (lane == 0) sel.warp_count[warp] = wc;
+    __syncthreads();
+    int base = 0;
+    for (int w = 0; w < warp; ++w) base += sel.warp_count[w];
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      if (((b[k] >> lane) & 1u) != 0u && base + __popc(b[k] & ((1u << lane) - 1u)) == r)
+        sel.first[t] = striped<kItems>(tid, k);
+      base += __popc(b[k]);
+    }
+    __syncthreads();
+  }
+  // The top run, when an end splits it.
+  const bool ties = ties_row != nullptr;
+  const int run = ties ? sel.top_run : 0;
+  bool split = false;
+#pragma unroll
+  for (int s = 0; s < kMaskSlots; ++s) split |= ties && sm.ends[s] > 0 && sm.ends[s] < run;
+  if (split && run > 32) {
+    __syncthreads();  // every thread has read `sel` before the caller's sort reuses its storage
+    return false;
+  }
+  if (split) {
+    if (tid == 0) sel.run_n = 0;
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int j = striped<kItems>(tid, k);
+      if (j < n && key[k] == top) sel.run_idx[atomicAdd(&sel.run_n, 1)] = static_cast<uint16_t>(j);
+    }
+    __syncthreads();
+    if (warp == 0) {  // positions in the run by (tie mass, index); the order of the list is irrelevant
+      const int j = lane < run ? sel.run_idx[lane] : 0;
+      const float tm = lane < run ? ties_row[j] : 0.0f;
+      int pos = 0;
+      for (int l = 0; l < run; ++l) {
+        const int jl = __shfl_sync(0xffffffffu, j, l);
+        const float tl = __shfl_sync(0xffffffffu, tm, l);
+        pos += l != lane && ranks_before(0.0f, tl, jl, 0.0f, tm, j) ? 1 : 0;
+      }
+      if (lane < run) sm.level[j] = static_cast<int8_t>(level_of_rank(pos, sm.ends));
+    }
+  }
+  // Each element's slot: the number of ends whose threshold it is not below (the thresholds
+  // ascend with the slots).
+  uint32_t tk[kMaskSlots];
+  int ti[kMaskSlots];
+  bool whole[kMaskSlots];  // e >= n: every element is below; compared as whole keys (NaN's included)
+#pragma unroll
+  for (int s = 0; s < kMaskSlots; ++s) {
+    const int t = sel.slot_target[s];
+    whole[s] = t == -2;
+    tk[s] = t == -1 ? 0u : t == -2 ? 0xffffffffu : sel.prefix[q][t];
+    ti[s] = t == -1 ? 0 : t == -2 ? INT32_MAX : sel.count[t] > 1 ? sel.first[t] : 0;
+  }
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int j = striped<kItems>(tid, k);
+    if (j >= n || (split && key[k] == top)) continue;
+    const uint32_t h = above > 31 ? 0u : key[k] >> above;
+    int s = 0;
+#pragma unroll
+    for (int u = 0; u < kMaskSlots; ++u) {
+      const uint32_t x = whole[u] ? key[k] : h;
+      s += x < tk[u] || (x == tk[u] && j < ti[u]) ? 0 : 1;
+    }
+    sm.level[j] = static_cast<int8_t>(s < kMaskSlots ? level_of_slot(s) : 0);
+  }
+  __syncthreads();
+  return true;
+}
+
 template <int kThreads, int kItems>
 __global__ void __launch_bounds__(kThreads) build_levels_kernel(LevelKernelParams p) {
   using Tile = LevelTile<kThreads, kItems>;
@@ -241,10 +490,22 @@ __global__ void __launch_bounds__(kThreads) build_levels_kernel(LevelKernelParam
   const float* s = p.scores + row * p.nk;
   for (int j = tid; j < n; j += kThreads) sm.score[j] = s[j];
   if (tid < kMaskSlots) sm.counts[tid] = 0;
-  if (tid == 0) sm.top_run = 0;
+  const bool topk = !p.thresholdbound;
+  if (tid == 0) {
+    sm.top_run = 0;
+    if (topk) {
+      topk_segment_ends(n, p.ratio_end, p.block_n, p.tile_n, sm.ends);
+      sm.sel.key_min = 0xffffffffu;
+      sm.sel.key_max = 0u;
+      sm.sel.top_run = 0;
+    }
+  }
   __syncthreads();
 
-  if (n > 0) {  // uniform over the CTA
+  // topk rows by selection; thresholdbound rows (whose ends need the running mass in rank
+  // order) and the rare topk row that select_levels gives back by a stable sort.
+  const bool selected = n > 0 && topk && select_levels<kThreads, kItems>(sm, n, p.ties ? p.ties + row * p.nk : nullptr);
+  if (n > 0 && !selected) {  // uniform over the CTA
     // Padding takes the NaN key; being last in index order, the stable sort puts it after
     // every candidate.
     uint32_t key[kItems];

@@ -2,9 +2,12 @@
 // level map is IDENTICAL to build_mask_row + postprocess_levels (all modes, blocks, causal, text,
 // sim cap); cap and work list exact; disagreement rate reported with each side's own scores;
 // informative timings of the level builder and work list on the standard shapes.
+#include <algorithm>
 #include <cfloat>
+#include <cmath>
 #include <limits>
 #include <map>
+#include <random>
 
 #include "cuda/importance/importance_cuda.h"
 #include "cuda/mask/mask_cuda.h"
@@ -322,6 +325,106 @@ TEST(CudaMask, EveryTileWithSpecialScores) {
       run_mask_case(c, seed++);
       if (HasFatalFailure()) return;
     }
+}
+
+// topk rows built to reach every branch of the selection (levels.cu, select_levels): all keys
+// equal; keys differing only in their last bits; both signs, NaN and inf (keys differing in the
+// top bit); few distinct values (ends inside runs of equal keys, settled by index); a top run
+// of 1 to 100 equal scores with tie masses (split by an end or not; longer than 32 goes to the
+// sort); one to 4000 candidates (every tile up to 160 x 8 and two wider ones); ratio ends at 0,
+// inside the row and at its end. Against build_mask_row on the same scores and tie masses.
+TEST(CudaMask, TopkSelectionEdgeRows) {
+  PSA_REQUIRE_GPU();
+  std::mt19937 gen(20261129);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const double ratio_sets[4][5] = {
+      {0.1, 0.15, 0.15, 0.35, 1.0}, {0.0, 0.0, 0.5, 0.5, 0.5}, {0.01, 0.02, 0.03, 0.04, 1.0}, {0.3, 0.6, 0.9, 1.0, 1.0}};
+  constexpr int kPatterns = 9;
+  // Scores of row pattern `pat` with n candidates; the top run length for pattern 8.
+  auto make_row = [&](int pat, int64_t n, int64_t run, float* x) {
+    std::uniform_real_distribution<float> ud(0.0f, 1.0f);
+    std::uniform_int_distribution<int> pick(0, 7);
+    const float odd[] = {nan, -nan, inf, -inf, -0.0f, 0.0f, -2.5f, 3.0f};
+    float chain = 0.5f;
+    for (int64_t j = 0; j < n; ++j) {
+      switch (pat) {
+        case 0: x[j] = 0.25f; break;                                          // every key equal
+        case 1: x[j] = pick(gen) < 4 ? 0.0f : -0.0f; break;                   // one key (-0 is +0)
+        case 2: x[j] = (chain = std::nextafter(chain, 1.0f)); break;          // last bits only
+        case 3: x[j] = odd[pick(gen)]; break;                                  // both signs, NaN, inf
+        case 4: x[j] = static_cast<float>(pick(gen)) / 8.0f; break;            // eight values
+        case 5: x[j] = pick(gen) == 0 ? ud(gen) : 0.125f; break;               // mostly one value
+        case 6: x[j] = std::exp(-20.0f * ud(gen)); break;                      // distinct
+        case 7: x[j] = pick(gen) < 2 ? -ud(gen) : ud(gen); break;              // both signs
+        default: x[j] = j < run ? 1.0f : 0.5f * ud(gen); break;                // top run of `run`
+      }
+    }
+    if (pat == 8) std::shuffle(x, x + n, gen);
+  };
+  const int64_t nks[] = {1, 2, 5, 41, 150, 280, 400, 600, 1000, 1182, 2000, 4000};
+  const int64_t runs[] = {1, 5, 31, 32, 33, 100};
+  int rows_checked = 0;
+  for (int64_t nk : nks)
+    for (const auto& ratio : ratio_sets)
+      for (bool with_ties : {false, true}) {
+        const int64_t bm = 128, bn = 32, L = nk * bn, mq = static_cast<int64_t>(kPatterns + 5);
+        std::vector<float> s(static_cast<size_t>(mq * nk)), t(s.size(), 0.0f);
+        for (int64_t i = 0; i < mq; ++i) {
+          float* x = s.data() + i * nk;
+          const int pat = i < kPatterns ? static_cast<int>(i) : 8;
+          const int64_t run = i < kPatterns ? runs[0] : runs[i - kPatterns + 1];
+          make_row(pat, nk, std::min(run, nk), x);
+          // Tie masses where importance gives them: the blocks of the row's top score (a few
+          // equal masses among them, so that the index decides too).
+          if (with_ties) {
+            int64_t top = 0;
+            for (int64_t j = 1; j < nk; ++j)
+              if (ranks_before(x[j], j, x[top], top)) top = j;
+            std::uniform_int_distribution<int> mass(1, 12);
+            for (int64_t j = 0; j < nk; ++j)
+              if (rank_key(x[j]) == rank_key(x[top]) && x[j] == x[j]) t[static_cast<size_t>(i * nk + j)] = mass(gen) / 4.0f;
+          }
+        }
+        DevBuf<float> ds(s), dt(t);
+        DevBuf<int8_t> dl(s.size());
+        dl.fill_bytes(0x7f);
+        gpu::LevelArgs la;
+        la.scores = ds.get();
+        la.ties = with_ties ? dt.get() : nullptr;
+        la.dims.batch = 1;
+        la.dims.heads_q = la.dims.heads_kv = 1;
+        la.dims.mq = mq;
+        la.dims.nk = nk;
+        la.dims.block_m = bm;
+        la.dims.block_n = bn;
+        la.tile_n = 32;
+        la.dims.len_q = bm * mq;
+        la.dims.len_k = L;
+        la.mode = PSA_MASK_MODE_TOPK;
+        std::copy(ratio, ratio + 5, la.ratio_end);
+        la.levels = dl.get();
+        ASSERT_EQ(PSA_OK, gpu::build_levels_cuda(la, nullptr)) << psa_last_error_message();
+        const std::vector<int8_t> got = dl.download();
+        MaskRowParams rp;
+        rp.mode = PSA_MASK_MODE_TOPK;
+        rp.block_n = bn;
+        rp.tile_n = 32;
+        std::copy(ratio, ratio + 5, rp.ratio_end);
+        std::vector<int8_t> want(s.size(), 0);
+        std::vector<int32_t> order(static_cast<size_t>(nk));
+        for (int64_t i = 0; i < mq; ++i) {
+          const size_t at = static_cast<size_t>(i * nk);
+          build_mask_row(s.data() + at, nk, rp, want.data() + at, order.data(), nullptr,
+                         with_ties ? t.data() + at : nullptr);
+          for (int64_t j = 0; j < nk; ++j)
+            ASSERT_EQ(want[at + static_cast<size_t>(j)], got[at + static_cast<size_t>(j)])
+                << "nk " << nk << " row " << i << " (pattern " << (i < kPatterns ? i : 8) << ") block " << j
+                << " ties " << with_ties << " ratio ends " << ratio[0] << " " << ratio[1] << " " << ratio[2] << " "
+                << ratio[3] << " " << ratio[4];
+          ++rows_checked;
+        }
+      }
+  std::printf("[mask] %d topk rows: GPU levels identical to build_mask_row\n", rows_checked);
 }
 
 // Informative timings of build_levels_cuda and build_worklist_cuda on the standard shapes
