@@ -16,7 +16,8 @@ struct PoolArgs {
   const void* x = nullptr;           // device, contiguous [heads, len, head_dim] (heads = B*Hkv)
   int64_t heads = 0, len = 0, head_dim = 0;
   int64_t n_blocks = 0, block_n = 0;  // padded length n_blocks * block_n, block_n % 8 == 0
-  void* out[3] = {nullptr, nullptr, nullptr};  // levels 2, 4, 8: [heads, n_blocks*block_n/p, head_dim]
+  // Levels 2, 4, 8: [heads, n_blocks*block_n/p, head_dim]; a NULL level is not written.
+  void* out[3] = {nullptr, nullptr, nullptr};
 };
 
 psa_status pool_pyramid_cuda(const PoolArgs& args, cudaStream_t stream);
@@ -31,7 +32,9 @@ struct GatherArgs;  // cuda/rearrange/gather_cuda.h
 
 // gather_rows_cuda(g) and then the pyramid of g.dst (as pool_pyramid_cuda with x = g.dst,
 // heads = g.batch * g.heads, len = g.len) into out (levels 2, 4, 8), in one pass that reads
-// the source once. Same bits as the two calls.
+// the source once. Same bits as the two calls. out[l] may be NULL: that level is not written
+// (the others keep their bits; the CUDA backend passes NULL for a level its plan's level map
+// cannot hold, Plan::pooled_levels).
 psa_status gather_pool_pyramid_cuda(const GatherArgs& g, int64_t n_blocks, int64_t block_n, void* const out[3],
                                     cudaStream_t stream);
 

@@ -17,14 +17,15 @@ namespace gpu {
 namespace {
 
 // Levels 2, 4 and 8 of level-8 token t of `head` from the 8-element chunk at column `col` of its
-// 8 source positions (pyramid8.cuh), stored.
+// 8 source positions (pyramid8.cuh), stored; a NULL output's level is formed (the next level is
+// its mean) but not stored.
 template <typename T>
 __device__ __forceinline__ void store_pyramid(const uint4 (&x)[8], int64_t head, int64_t t, int64_t n8, int64_t d,
                                               int64_t col, T* __restrict__ o2, T* __restrict__ o4,
                                               T* __restrict__ o8) {
   pyramid8<T>(x, [&](int level, int u, const uint4& v) {
     T* o = level == 2 ? o2 : level == 4 ? o4 : o8;
-    *reinterpret_cast<uint4*>(o + (head * n8 * (8 / level) + t * (8 / level) + u) * d + col) = v;
+    if (o != nullptr) *reinterpret_cast<uint4*>(o + (head * n8 * (8 / level) + t * (8 / level) + u) * d + col) = v;
   });
 }
 

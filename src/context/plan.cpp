@@ -106,6 +106,14 @@ psa_status make_plan(const Config& config, const VideoGeometry& geometry, const 
   plan->k_samples = std::max<int64_t>(1, config.block_n / config.sample_divisor);
   plan->scale = config.scale > 0.0 ? static_cast<float>(config.scale)
                                    : static_cast<float>(1.0 / std::sqrt(static_cast<double>(problem.head_dim)));
+  // The pooled levels the mask can give (the PSA route's rule; psa_causal has its own level
+  // rule, block methods pool nothing): the pool stage skips the others.
+  const MaskRowParams& row = plan->route.mask_row;
+  plan->pooled_levels =
+      plan->route.psa() ? pooled_levels_possible(row.mode == PSA_MASK_MODE_TOPK, row.ratio_end, plan->block_m,
+                                                 plan->block_n, plan->tile_n, problem.len_q, problem.len_k,
+                                                 plan->route.causal, plan->route.sim_cap())
+                        : kPooledLevelsAll;
   plan->q_seq = SequencePlan{};
   plan->k_seq = SequencePlan{};
   plan->q_seq.length = problem.len_q;

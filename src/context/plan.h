@@ -9,6 +9,7 @@
 #include "core/problem.h"
 #include "importance/importance.h"
 #include "mask/mask.h"
+#include "mask/mask_spec.h"
 #include "rearrange/rearrange.h"
 
 namespace psa {
@@ -78,6 +79,10 @@ struct Plan {
   // Rearrangement (applied to q when len_q matches the grid, to k/v when len_k does).
   SequencePlan q_seq, k_seq;
   int64_t text_begin = 0, text_end = 0;  // text span in the rearranged key sequence
+  // Pooled levels (bit p: level p in {2, 4, 8}, mask_spec.h kPooledLevelsAll) that some block of
+  // this plan's level map can hold (mask_spec.h pooled_levels_possible for the PSA route, every
+  // level for the others): the pool stage writes the pooled K / V of these levels only.
+  unsigned pooled_levels = kPooledLevelsAll;
   uint64_t workspace_bytes = 0;
   std::unique_ptr<BackendPlanData> backend_data;
 };

@@ -292,6 +292,58 @@ PSA_HD int post_level(int level, int64_t j, const MaskPostRow& row, int cap) {
   return cap_level(level, cap);
 }
 
+// ---- Pooled levels a level map can hold (plan time) ---------------------------------------
+// A set of pooled levels is a bit mask whose bit p stands for level p in {2, 4, 8}, so that
+// `set & p` tests level p. The pool stage writes the level-p tensors of the set only.
+constexpr unsigned kPooledLevelsAll = 2u | 4u | 8u;
+
+// Pooled levels a topk row of n candidates gives some block: those whose slot owns a non-empty
+// rank interval (topk_segment_ends depends on n only). 0 when n <= 0 (no candidate).
+PSA_HD unsigned topk_pooled_levels(int64_t n, const double ratio_end[kMaskSlots], int64_t bn, int64_t tn) {
+  if (n <= 0) return 0u;
+  int64_t seg_end[kMaskSlots];
+  topk_segment_ends(n, ratio_end, bn, tn, seg_end);
+  unsigned set = 0u;
+  for (int s = 1; s < 4; ++s)
+    if (seg_end[s] > seg_end[s - 1]) set |= static_cast<unsigned>(level_of_slot(s));
+  return set;
+}
+
+// Pooled levels that some block of a PSA level map (build_mask_row on each row's candidates,
+// then the post-processing of post_level) can hold, for lq queries and lk keys in blocks of
+// bm / bn (tile tn). A superset, computed once per plan:
+//   - topk: a row's levels depend only on its candidate count n: nk = ceil(lk / bn) for every
+//     row, or under causal masking causal_key_blocks of each query block (clipped to nk, 0:
+//     the row has no candidate); the set is the union of topk_pooled_levels over those n;
+//   - any other mode (thresholdbound's intervals depend on the scores): every pooled level;
+//   - post-processing: causal and text rules only give levels 0 and 1; the similarity cap
+//     (`sim_cap`) lowers level p to min(p, cap) with cap in {1, 2, 4, 8}, so level p becomes
+//     possible once any level >= p is.
+// Host only (a loop over the query blocks when causal).
+inline unsigned pooled_levels_possible(bool topk, const double ratio_end[kMaskSlots], int64_t bm, int64_t bn,
+                                       int64_t tn, int64_t lq, int64_t lk, bool causal, bool sim_cap) {
+  if (!topk) return kPooledLevelsAll;
+  const int64_t nk = (lk + bn - 1) / bn, mq = (lq + bm - 1) / bm;
+  unsigned set = 0u;
+  if (!causal) {
+    set = topk_pooled_levels(nk, ratio_end, bn, tn);
+  } else {
+    int64_t last = -1;  // n is non-decreasing in i: each value is evaluated once
+    for (int64_t i = 0; i < mq && set != kPooledLevelsAll; ++i) {
+      int64_t n = causal_key_blocks(i, bm, bn, lq, lk);
+      if (n > nk) n = nk;
+      if (n == last) continue;
+      last = n;
+      set |= topk_pooled_levels(n, ratio_end, bn, tn);
+    }
+  }
+  if (sim_cap) {
+    if ((set & 8u) != 0u) set |= 4u;
+    if ((set & 4u) != 0u) set |= 2u;
+  }
+  return set;
+}
+
 // ---- Similarity cap (spec 5) --------------------------------------------------------------
 // fp32 products rounded on their own (mul_rn, core/bits.h), so a kernel that runs these loops
 // per thread reproduces the CPU bits.

@@ -1,11 +1,16 @@
 // tests/cuda/forward_cuda_test.cpp -- CUDA backend end to end through the C API: every preset
 // equals the CPU backend within tolerance (same level statistics); graph replay and two contexts
-// on two streams are bit-identical to serial runs; pointer/dtype/head-dim errors.
+// on two streams are bit-identical to serial runs; the benchmarks' pyramid configuration leaves
+// its level-4 pyramids unwritten and unread; pointer/dtype/head-dim errors.
 #include <cstring>
 #include <string>
 #include <thread>
 
 #define PSA_EXPERIMENTAL_API
+#include "backend/cuda/cuda_workspace.h"
+#include "cli/standard_shapes.h"
+#include "context/context.h"
+#include "cuda/importance/importance_cuda.h"
 #include "cuda_test_util.h"
 #include "psa.h"
 
@@ -453,6 +458,74 @@ TEST(CudaForward, StageTimingIsPerContextAndChangesNoBit) {
   ASSERT_EQ(PSA_OK, timed.forward(in, nullptr));
   ASSERT_EQ(PSA_OK, psa_context_get_stats(timed.ctx, &st));
   EXPECT_EQ(0.0, st.stage_ms[PSA_STAGE_TOTAL]);
+  psa_config_destroy(cfg);
+}
+
+// The benchmarks' pyramid configuration (cli/standard_shapes.h: topk, ratio ends .10 .15 .15
+// .35, block_n 64) never gives a block level 4, so its plan (Plan::pooled_levels) leaves the
+// level-4 pyramids of K and V unwritten. With those workspace regions poisoned (0xff: bf16 NaN)
+// the forward writes none of their bytes, reads none of them (its output is finite and matches
+// the CPU backend, which pools every level), and gives the bits of the same forward over a
+// workspace poisoned everywhere.
+TEST(CudaForward, PyramidConfigLeavesLevel4PoolUnwrittenAndUnread) {
+  PSA_REQUIRE_GPU();
+  psa_config* cfg = nullptr;
+  ASSERT_EQ(PSA_OK, psa_cli::make_pyramid_config("Wan2.1_1.3b", 0.0, &cfg)) << psa_last_error_message();
+  Shape s;
+  s.t = 8;  // 1280 tokens, 20 key blocks of 64 per row: L1 2, L2 1, L4 0, L8 4 blocks
+  const Inputs in = make_inputs(s, 4242u);
+  CudaRun run;
+  ASSERT_EQ(PSA_OK, run.setup(cfg, s, in, 1000)) << psa_last_error_message();
+  const Plan& plan = *run.ctx->plans.back();  // planned by psa_workspace_size
+  EXPECT_EQ(2u | 8u, plan.pooled_levels);
+  int64_t slots = 0;
+  ASSERT_EQ(PSA_OK, gpu::score_scratch_slots(&slots)) << psa_last_error_message();
+  const CudaWorkspaceLayout w = cuda_workspace_layout(plan, slots);
+  ASSERT_EQ(w.total, run.bytes);
+  ASSERT_NE(0u, w.k_pooled[1]);
+  const uint64_t padded = static_cast<uint64_t>(plan.k_blocks * plan.block_n);
+  uint64_t pooled_bytes[3];
+  for (int l = 0; l < 3; ++l)
+    pooled_bytes[l] = static_cast<uint64_t>(s.B * s.Hkv) * (padded >> (l + 1)) * static_cast<uint64_t>(s.D) * 2;
+  auto region = [&](uint64_t at, uint64_t bytes) {
+    std::vector<unsigned char> h(static_cast<size_t>(bytes));
+    cudaDeviceSynchronize();
+    cudaMemcpy(h.data(), run.ws.get() + at, bytes, cudaMemcpyDeviceToHost);
+    return h;
+  };
+
+  run.ws.fill_bytes(0x00);
+  PSA_CUDA_OK(cudaMemset(run.ws.get() + w.k_pooled[1], 0xff, pooled_bytes[1]));
+  PSA_CUDA_OK(cudaMemset(run.ws.get() + w.v_pooled[1], 0xff, pooled_bytes[1]));
+  ASSERT_EQ(PSA_OK, run.forward(in, nullptr)) << psa_last_error_message();
+  Result gpu;
+  gpu.out = run.out.download();
+  gpu.lse = run.lse.download();
+  gpu.stats.struct_size = sizeof(psa_stats);
+  ASSERT_EQ(PSA_OK, psa_context_get_stats(run.ctx, &gpu.stats)) << psa_last_error_message();
+  for (const uint64_t at : {w.k_pooled[1], w.v_pooled[1]}) {
+    const std::vector<unsigned char> l4 = region(at, pooled_bytes[1]);
+    EXPECT_EQ(l4.size(), static_cast<size_t>(std::count(l4.begin(), l4.end(), 0xff)))
+        << "a level-4 pyramid byte was written";
+  }
+  for (const int l : {0, 2})
+    for (const uint64_t at : {w.k_pooled[l], w.v_pooled[l]}) {
+      const std::vector<unsigned char> p = region(at, pooled_bytes[l]);
+      EXPECT_LT(static_cast<size_t>(std::count(p.begin(), p.end(), 0)), p.size())
+          << "the level-" << (2 << l) << " pyramid was not written";
+    }
+  EXPECT_EQ(0.0, gpu.stats.level_fraction[PSA_STAT_LEVEL_4]);
+  EXPECT_GT(gpu.stats.level_fraction[PSA_STAT_LEVEL_2], 0.0);
+  EXPECT_GT(gpu.stats.level_fraction[PSA_STAT_LEVEL_8], 0.0);
+  compare("pyramid config (no level 4), level-4 pool poisoned", run_cpu(cfg, s, in, 1000), gpu, 1.5e-2, in.od);
+
+  // Over a workspace poisoned everywhere: no unwritten byte reaches the output.
+  run.ws.fill_bytes(0xff);
+  run.out.fill_bytes(0x00);
+  run.lse.fill_bytes(0x00);
+  ASSERT_EQ(PSA_OK, run.forward(in, nullptr)) << psa_last_error_message();
+  EXPECT_EQ(gpu.out, run.out.download());
+  EXPECT_EQ(gpu.lse, run.lse.download());
   psa_config_destroy(cfg);
 }
 

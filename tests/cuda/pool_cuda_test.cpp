@@ -1,7 +1,9 @@
 // tests/cuda/pool_cuda_test.cpp -- pool stage on the GPU against pool_pyramid_cpu: the GPU
 // rounds the CPU's fp32 hierarchical means once, so every pooled element must equal the
-// CPU value rounded to the input type (0 mismatches), on random and video-like inputs.
+// CPU value rounded to the input type (0 mismatches), on random and video-like inputs. The fused
+// entry with some pooled outputs NULL writes the others bit-identically and nothing else.
 #include <algorithm>
+#include <memory>
 #include <numeric>
 
 #include "cuda/pool/pool_cuda.h"
@@ -145,6 +147,94 @@ TEST(CudaPool, GatherPoolMatchesHostGatherAndCpuPyramid) {
   run_gather_pool(PSA_DTYPE_BF16, 1, 2, 333, 64, 32, 1, true, 23u);    // unaligned rows: scalar loads
   run_gather_pool(PSA_DTYPE_BF16, 2, 1, 256, 128, 128, 0, false, 24u); // identity, exact blocks
   run_gather_pool(PSA_DTYPE_F16, 1, 1, 1, 64, 32, 0, false, 25u);      // a single token
+}
+
+// gather_pool_pyramid_cuda with some pooled outputs NULL (the CUDA backend leaves out the
+// levels its plan's map cannot hold, Plan::pooled_levels): for each of the 8 subsets of levels
+// 2, 4, 8, the level-1 copy and every output given are bit-identical to the call with all three,
+// a level left out keeps the poison of its buffer (nothing is written there), and no buffer is
+// written past its end.
+void run_gather_pool_subsets(psa_dtype dt, int64_t B, int64_t H, int64_t len, int64_t d, int64_t bn, int64_t pad,
+                             uint32_t seed) {
+  const int64_t nk = (len + bn - 1) / bn;
+  const int64_t row = H * d + pad;
+  test::Tensor16 x = test::make_random(static_cast<size_t>(B * len * row), dt, seed);
+  std::vector<int64_t> index(static_cast<size_t>(len));
+  std::iota(index.begin(), index.end(), 0);
+  std::shuffle(index.begin(), index.end(), std::mt19937(seed + 1));
+  DevBuf<uint16_t> dx(x.bits);
+  DevBuf<int64_t> didx(index);
+  const size_t n1 = static_cast<size_t>(B * H * len * d);
+  size_t np[3];
+  for (int l = 0; l < 3; ++l) np[l] = static_cast<size_t>(B * H * pooled_length(nk, bn, 2 << l) * d);
+  auto args = [&](void* dst) {
+    gpu::GatherArgs g;
+    g.dtype = dt;
+    g.src = dx.get();
+    g.stride[0] = len * row;
+    g.stride[1] = d;
+    g.stride[2] = row;
+    g.dst = dst;
+    g.batch = B;
+    g.heads = H;
+    g.len = len;
+    g.head_dim = d;
+    g.index = didx.get();
+    return g;
+  };
+  // Every level written: the reference bits.
+  DevBuf<uint16_t> ref1(n1);
+  std::vector<std::unique_ptr<DevBuf<uint16_t>>> refp;
+  void* refo[3];
+  for (int l = 0; l < 3; ++l) {
+    refp.push_back(std::make_unique<DevBuf<uint16_t>>(np[l]));
+    refo[l] = refp.back()->get();
+  }
+  ASSERT_EQ(PSA_OK, gpu::gather_pool_pyramid_cuda(args(ref1.get()), nk, bn, refo, nullptr)) << psa_last_error_message();
+  const std::vector<uint16_t> want1 = ref1.download();
+  std::vector<std::vector<uint16_t>> wantp;
+  for (int l = 0; l < 3; ++l) wantp.push_back(refp[l]->download());
+
+  constexpr uint16_t kPoison1 = 0xa5a5, kPoisonP = 0x5a5a;
+  for (unsigned set = 0; set < 8; ++set) {  // bit l: level 2 << l given
+    DevBuf<uint16_t> dst(n1 + 8);  // +8: canary past the end
+    dst.fill_bytes(0xa5);
+    std::vector<std::unique_ptr<DevBuf<uint16_t>>> out;
+    void* outp[3];
+    for (int l = 0; l < 3; ++l) {
+      out.push_back(std::make_unique<DevBuf<uint16_t>>(np[l] + 8));
+      out.back()->fill_bytes(0x5a);
+      outp[l] = (set >> l & 1u) != 0u ? out.back()->get() : nullptr;
+    }
+    ASSERT_EQ(PSA_OK, gpu::gather_pool_pyramid_cuda(args(dst.get()), nk, bn, outp, nullptr))
+        << "levels " << set << ": " << psa_last_error_message();
+    const std::vector<uint16_t> got1 = dst.download();
+    EXPECT_TRUE(std::equal(want1.begin(), want1.end(), got1.begin())) << "level-1 copy, subset " << set;
+    for (size_t e = n1; e < n1 + 8; ++e) EXPECT_EQ(kPoison1, got1[e]) << "level-1 canary, subset " << set;
+    for (int l = 0; l < 3; ++l) {
+      const std::vector<uint16_t> got = out[l]->download();
+      int64_t wrong = 0;
+      if ((set >> l & 1u) != 0u) {
+        for (size_t e = 0; e < np[l]; ++e) wrong += got[e] != wantp[l][e];
+        EXPECT_EQ(0, wrong) << "level " << (2 << l) << " given, subset " << set << ": elements differ from the full call";
+      } else {
+        for (size_t e = 0; e < np[l]; ++e) wrong += got[e] != kPoisonP;
+        EXPECT_EQ(0, wrong) << "level " << (2 << l) << " left out, subset " << set << ": elements written";
+      }
+      for (size_t e = np[l]; e < np[l] + 8; ++e) EXPECT_EQ(kPoisonP, got[e]) << "level " << (2 << l) << " canary";
+    }
+  }
+  std::printf("[gather+pool subsets] dtype=%s B=%lld H=%lld len=%lld d=%lld bn=%lld pad=%lld: 8 subsets checked\n",
+              dt == PSA_DTYPE_F16 ? "f16" : "bf16", static_cast<long long>(B), static_cast<long long>(H),
+              static_cast<long long>(len), static_cast<long long>(d), static_cast<long long>(bn),
+              static_cast<long long>(pad));
+}
+
+TEST(CudaPool, GatherPoolWritesOnlyTheLevelsGiven) {
+  PSA_REQUIRE_GPU();
+  run_gather_pool_subsets(PSA_DTYPE_BF16, 2, 3, 517, 64, 64, 0, 31u);  // partial last block
+  run_gather_pool_subsets(PSA_DTYPE_F16, 1, 2, 1000, 128, 128, 8, 32u);
+  run_gather_pool_subsets(PSA_DTYPE_BF16, 1, 2, 333, 64, 32, 1, 33u);  // unaligned rows: scalar loads
 }
 
 }  // namespace

@@ -121,8 +121,10 @@ class CudaForward {
   }
   // Rearrange (level map of a sequence-parallel ring): K alone into the workspace.
   psa_status rearrange_k() { return gather(a_.k, a_.k_stride, pb_.heads_kv, pb_.len_k, data_.k_src, w_.k); }
-  // Rearrange + pool (PSA): K and V copies and their pyramids in one pass over each.
-  psa_status rearrange_pool_kv() {
+  // Rearrange + pool (PSA): K and V copies and their pyramids in one pass over each. Only the
+  // pooled levels in `levels` (bit p: level p, Plan::pooled_levels) are written; the attention
+  // reads a level's pooled K / V only for work-list entries of that level.
+  psa_status rearrange_pool_kv(unsigned levels) {
     const void* src[2] = {a_.k, a_.v};
     const int64_t* str[2] = {a_.k_stride, a_.v_stride};
     const uint64_t dst[2] = {w_.k, w_.v};
@@ -130,7 +132,7 @@ class CudaForward {
     for (int t = 0; t < 2; ++t) {
       gpu::GatherArgs g = gather_args(src[t], str[t], pb_.heads_kv, pb_.len_k, data_.k_src, dst[t]);
       void* out[3];
-      for (int l = 0; l < 3; ++l) out[l] = ws_ + pooled[t][l];
+      for (int l = 0; l < 3; ++l) out[l] = (levels & (2u << l)) != 0u ? ws_ + pooled[t][l] : nullptr;
       PSA_TRY(gpu::gather_pool_pyramid_cuda(g, plan_.k_blocks, plan_.block_n, out, stream_));
     }
     return PSA_OK;
@@ -495,7 +497,7 @@ class CudaBackend final : public Backend {
         break;
       case Route::kPsa:
         PSA_TRY(f.mark(kStageEvRearranged));
-        PSA_TRY(f.fp8() ? f.rearrange_pool_kv_fp8() : f.rearrange_pool_kv());
+        PSA_TRY(f.fp8() ? f.rearrange_pool_kv_fp8() : f.rearrange_pool_kv(plan.pooled_levels));
         PSA_TRY(f.mark(kStageEvPooled));
         PSA_TRY(f.importance());
         PSA_TRY(f.mark(kStageEvImportance));
@@ -503,7 +505,7 @@ class CudaBackend final : public Backend {
         break;
       case Route::kCausalPsa:  // its importance and level rule: cuda_causal_psa.cpp
         PSA_TRY(f.mark(kStageEvRearranged));
-        PSA_TRY(f.rearrange_pool_kv());
+        PSA_TRY(f.rearrange_pool_kv(plan.pooled_levels));  // every level (its own level rule)
         PSA_TRY(f.mark(kStageEvPooled));
         PSA_TRY(enqueue_causal_psa_scores(plan, f.workspace(), data->layout, a.stream));
         PSA_TRY(f.mark(kStageEvImportance));
@@ -591,7 +593,9 @@ class CudaBackend final : public Backend {
     const ForwardArgs a = ring_args(t, workspace, stream);
     CudaForward f(plan, data, a, nullptr, nullptr);  // counts untouched: not a forward
     PSA_TRY(f.rearrange_q());
-    PSA_TRY(f.rearrange_pool_kv());
+    // Every pooled level: the map comes from the caller (made for the whole key sequence, whose
+    // block count the shard's plan does not know), so the shard's plan cannot bound its levels.
+    PSA_TRY(f.rearrange_pool_kv(kPooledLevelsAll));
     PSA_TRY(f.copy_levels_in(levels, map_nk, begin));
     PSA_TRY(f.worklist());
     return f.attention();
