@@ -49,13 +49,16 @@ namespace psa {
 namespace gpu {
 namespace score_gemm {
 
-// Padding rows after each key block's q_count rows in a padded finisher piece buffer
-// (PieceLogits; Sm90ScoreTraits::kPadPieces), the one rule behind the host's TMA box
-// (encode_scratch_map) and the device's reads: the block stride q_count + pad is an odd number
-// of 16-byte chunks (pad 4 when q_count / 4 is even), so the 8 lanes of one LDS.128 phase, each
-// reading the same chunk index of its own block, hit 8 different 16-byte bank groups. q_count
-// is a power of two in 4..32: strides 4, 12, 20, 36 floats.
-__host__ __device__ constexpr int piece_pad_rows(int q_count) { return (q_count >> 2) % 2 == 0 ? 4 : 0; }
+// The finisher piece buffers' layout (PieceLogits), one rule for the host's TMA map
+// (encode_scratch_map) and the device's reads: a piece is [32 key blocks][q_count rows] fp32,
+// each block's rows one box row of q_count * 4 bytes (16 .. 128), written by TMA with the swizzle
+// of that row width (128B / 64B / 32B; none for 16-byte rows). The swizzle XORs a row's 16-byte
+// chunk index with the bits of its address above 128 bytes (piece_chunk_xor), so the 8 lanes of
+// one LDS.128 phase, each reading the same logical chunk c of its own block, hit 8 different
+// 16-byte bank groups; and chunk c of the row maxima is one address for the whole warp.
+__host__ __device__ constexpr uint32_t piece_chunk_xor(int q_count, int block) {
+  return static_cast<uint32_t>((block * q_count * 4) >> 7) & static_cast<uint32_t>(q_count / 4 - 1);
+}
 
 // d128: Q 64 KB + 4 stages x 32 KB = 192 KB; d64: Q 32 KB + 8 stages x 16 KB = 160 KB; one CTA
 // per SM either way, with two scratch slots (score_scratch_slots gives two per SM). Consumers
@@ -81,22 +84,16 @@ struct Sm90ScoreTraits {
   static constexpr size_t kStageBytes = size_t{2} * kKeys * D;
   static constexpr size_t kOffQ = 0;
   static constexpr size_t kOffK = kOffQ + kQBytes;
-  static constexpr size_t kOffQo = kOffK + kStages * kStageBytes;
-  static constexpr size_t kOffM = kOffQo + sizeof(int32_t) * 128;
   // Finisher copies of the scratch: per finisher warp kPieces buffers of one piece (32 key
-  // blocks x piece_rows(q_count) rows, fp32) each. d64 pads the pieces (piece_pad_rows: up to
-  // 36 rows, 4608 bytes); d128 does not (32 rows, 4096 bytes): padded, its 6 buffers would take
-  // 3072 bytes more, and 320 are left under the opt-in (the static_assert below).
+  // blocks x q_count <= 32 rows, fp32; piece_chunk_xor) each, after the K stages: on 1024 bytes,
+  // the swizzle atom.
   static constexpr int kPieces = D == 64 ? 4 : 2;
-  static constexpr bool kPadPieces = D == 64;
-  // Rows per key block in a piece buffer (its block stride in floats) and in the TMA box.
-  __host__ __device__ static constexpr int piece_rows(int q_count) {
-    return q_count + (kPadPieces ? piece_pad_rows(q_count) : 0);
-  }
-  static constexpr int kPieceFloats = 32 * piece_rows(32);  // PieceLogits::kFloats
+  static constexpr int kPieceFloats = 32 * 32;  // PieceLogits::kFloats
   static constexpr size_t kPieceBytes = sizeof(float) * kPieceFloats;
-  static constexpr size_t kOffFin = kOffM + sizeof(float) * 2 * kRows;  // row maxima per slot
-  static constexpr size_t kOffBar = kOffFin + kFinishWarps * kPieces * kPieceBytes;
+  static constexpr size_t kOffFin = kOffK + kStages * kStageBytes;
+  static constexpr size_t kOffQo = kOffFin + kFinishWarps * kPieces * kPieceBytes;
+  static constexpr size_t kOffM = kOffQo + sizeof(int32_t) * 128;
+  static constexpr size_t kOffBar = kOffM + sizeof(float) * 2 * kRows;  // after the row maxima per slot
   // full, empty per stage; ready, free per slot; one per finisher piece buffer
   static constexpr int kBars = 2 * kStages + 4 + kFinishWarps * kPieces;
   // +1024: the dynamic shared window is rounded up to the 1024-byte swizzle atom.
@@ -104,10 +101,7 @@ struct Sm90ScoreTraits {
   static_assert(kRows == 2 * 128, "two consumer warpgroups of 2 x 64 rows");
   static_assert(kKeys == 2 * kChunk, "a full-chunk stage holds two offsets");
   static_assert(kOffK % 1024 == 0 && kStageBytes % 1024 == 0, "swizzle atoms start on 1024 bytes");
-  static_assert(kOffFin % 128 == 0 && kPieceBytes % 128 == 0, "TMA destinations on 128 bytes");
-  static_assert(32 * piece_rows(4) <= kPieceFloats && 32 * piece_rows(8) <= kPieceFloats &&
-                    32 * piece_rows(16) <= kPieceFloats,
-                "a buffer holds the piece of every q_count");
+  static_assert(kOffFin % 1024 == 0 && kPieceBytes % 1024 == 0, "piece buffers on the swizzle atom");
   static_assert(kOffBar % 8 == 0, "mbarriers are 8-byte aligned");
   static constexpr size_t kRowMaxBytes = sizeof(float) * 4 * kConsumers;  // s_rm (static)
   static_assert(kSmem + sizeof(int32_t) * kTieListWarps * (kTieListCap + 1) + kRowMaxBytes <= 227 * 1024,
@@ -130,8 +124,8 @@ struct Sm90Schedule {
 // Kernel parameters: the sm80 block plus the K tensor maps. kmap[w]: K as [B][Hkv][nk_full]
 // [block_n][D] (full key blocks only), boxes of 64 columns x 1 offset x (64 >> w) blocks,
 // 128-byte swizzle, zero fill past nk_full. smap (when fin_tma): the scratch as [slots][nk][256]
-// fp32, boxes of Sm90ScoreTraits<D>::piece_rows(q_count) rows (q_count and, in a padded piece,
-// piece_pad_rows more) x 32 blocks, no swizzle, zero fill past nk and past row 256.
+// fp32, boxes of q_count rows x 32 blocks, swizzled by the row width (piece_chunk_xor), zero
+// fill past nk.
 struct Sm90ScoreParams {
   GemmScoreParams g;
   CUtensorMap kmap[4];
@@ -148,20 +142,16 @@ struct Sm90ScoreParams {
 // finish_tile's source on a finisher warp: the query block's scratch columns, a piece of 32 key
 // blocks at a time, copied by TMA into this warp's ring of kP = Tr::kPieces shared buffers (kP
 // pieces in flight), so the loads need no registers and the warp waits once per piece. A piece
-// is [32 blocks][Tr::piece_rows(q_count) rows]: the block's q_count rows, then (Tr::kPadPieces)
-// piece_pad_rows rows that are never read (the next query block's rows, or TMA's zero fill past
-// row 256). Lane l takes block l. Padded, every lane reads 16-byte chunk c of its rows at step
-// c (lockstep): the block stride, an odd number of chunks, puts the 8 lanes of a shared-memory
-// phase on different banks, and the row maxima's chunk c is one address for the whole warp (a
-// broadcast). Unpadded (stride q_count), lane l reads chunk (c + l) mod (q_count / 4) at step c
-// instead: at q_count 32 the 8 lanes of a phase are on different banks; at 8 and 16, lanes l and
-// l + 4 share a bank group.
+// is [32 blocks][q_count rows], swizzled (piece_chunk_xor). Lane l takes block l and reads
+// logical chunk c of its rows at step c (lockstep): the swizzle puts the 8 lanes of a
+// shared-memory phase on different banks, and the row maxima's chunk c is one address for the
+// whole warp (a broadcast).
 // The maximum does not depend on the order of its terms: fmaxf skips NaN, and a tie of -0 and
 // +0 gives exp = 1 either way (block_is_top's argument), so y is block_logit_max's.
 template <class Tr>
 struct PieceLogits {
   static constexpr int kP = Tr::kPieces;
-  static constexpr int kFloats = Tr::kPieceFloats;  // one buffer: 32 blocks x up to 36 rows
+  static constexpr int kFloats = Tr::kPieceFloats;  // one buffer: 32 blocks x up to 32 rows
   const CUtensorMap* map;
   const float* gbuf;  // buffer 0 (buffers kFloats apart)
   uint32_t buf;       // its shared address
@@ -174,8 +164,7 @@ struct PieceLogits {
     if (lane == 0) {
       const uint32_t g = base + static_cast<uint32_t>(k), b = g % kP;
       sm90::fence_proxy_async();  // this buffer's generic reads (previous piece) before the async write
-      // the whole box, its padding rows and zero fill included
-      sm90::mbar_arrive_expect_tx(bar + 8u * b, static_cast<uint32_t>(Tr::piece_rows(q_count) * 32 * sizeof(float)));
+      sm90::mbar_arrive_expect_tx(bar + 8u * b, static_cast<uint32_t>(q_count * 32 * sizeof(float)));
       sm90::tma_load_3d(buf + b * static_cast<uint32_t>(kFloats * sizeof(float)), map, bar + 8u * b, r0, k * 32, slot);
     }
   }
@@ -194,18 +183,17 @@ struct PieceLogits {
     sm90::mbar_wait(bar + 8u * b, (g / kP) & 1);
     float v = -INFINITY;
     if (j0 + lane < nk) {
-      const float* col = gbuf + b * kFloats + lane * Tr::piece_rows(q_count);
+      const float* col = gbuf + b * kFloats + lane * q_count;
+      const uint32_t sw = piece_chunk_xor(q_count, lane);
 #ifdef PSA_MEASURE_NO_FOLD
       // measurement only: bounds the fold's cost; wrong scores
-      v = fold_logit_diffs(v, *reinterpret_cast<const float4*>(col), *reinterpret_cast<const float4*>(mr));
+      v = fold_logit_diffs(v, *reinterpret_cast<const float4*>(col + sw * 4), *reinterpret_cast<const float4*>(mr));
 #else
       const int nc = q_count >> 2;
 #pragma unroll 4
-      for (int c = 0; c < nc; ++c) {
-        const int cc = Tr::kPadPieces ? c : (c + lane) & (nc - 1);
-        v = fold_logit_diffs(v, *reinterpret_cast<const float4*>(col + cc * 4),
-                             *reinterpret_cast<const float4*>(mr + cc * 4));
-      }
+      for (int c = 0; c < nc; ++c)
+        v = fold_logit_diffs(v, *reinterpret_cast<const float4*>(col + ((static_cast<uint32_t>(c) ^ sw) << 2)),
+                             *reinterpret_cast<const float4*>(mr + c * 4));
 #endif
     }
     y[0] = j0 + lane < nk ? v : 0.0f;

@@ -39,19 +39,23 @@ bool encode_k_map(CUtensorMap* m, bool f16, const void* k, int64_t batch, int64_
 }
 
 // The scratch [slots][nk][256] fp32 seen by the finisher warps: coordinate (row, key block,
-// slot), boxes of box_rows rows (Sm90ScoreTraits::piece_rows(q_count): the query block's
-// q_count rows, then the padding rows of a padded piece) x 32 blocks, zero fill past nk and past
-// row 256 (the padding of a tile's last query block). False when TMA cannot describe it.
-bool encode_scratch_map(CUtensorMap* m, float* scratch, int64_t nk, int64_t slots, int q_count, int box_rows) {
+// slot), boxes of q_count rows x 32 blocks, swizzled by the box row's width (piece_chunk_xor:
+// 128, 64, 32 bytes; 16-byte rows need none), zero fill past nk. False when TMA cannot describe
+// it.
+bool encode_scratch_map(CUtensorMap* m, float* scratch, int64_t nk, int64_t slots, int q_count) {
   if (nk < 1 || nk > INT32_MAX || slots < 1 || slots > INT32_MAX || q_count < 4 || q_count > 32 ||
-      reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
+      (q_count & (q_count - 1)) != 0 || reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
     return false;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(kScoreTileRows), static_cast<cuuint64_t>(nk),
                               static_cast<cuuint64_t>(slots)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(kScoreTileRows * sizeof(float)),
                                  static_cast<cuuint64_t>(score_scratch_slot_bytes(nk))};
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_rows), 32, 1};
-  return encode_tiled(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, scratch, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(q_count), 32, 1};
+  const CUtensorMapSwizzle sw = q_count == 32   ? CU_TENSOR_MAP_SWIZZLE_128B
+                                : q_count == 16 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                : q_count == 8  ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                : CU_TENSOR_MAP_SWIZZLE_NONE;
+  return encode_tiled(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, scratch, dims, strides, box, sw,
                       CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
@@ -106,8 +110,7 @@ cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t sl
   // TMA they pay when a tile's sweep (k_count * D multiply-adds per row and key block)
   // outweighs its finish (q_count / 4 loads per query and key block): v4, faster at 32 key
   // samples x d64/d128, slower at 8 x d128.
-  const bool smap = encode_scratch_map(&sp.smap, p.scratch, p.nk, std::min(slots, p.tiles), p.q_count,
-                                       Tr::piece_rows(p.q_count));
+  const bool smap = encode_scratch_map(&sp.smap, p.scratch, p.nk, std::min(slots, p.tiles), p.q_count);
   sp.overlap = a.finish_overlap >= 0 ? a.finish_overlap
                                      : (smap || static_cast<int64_t>(a.k_count) * D >= 2048 ? 1 : 0);
   sp.fin_tma = sp.overlap && smap ? 1 : 0;
