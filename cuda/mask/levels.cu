@@ -369,6 +369,7 @@ __device__ __forceinline__ bool select_levels(typename LevelTile<kThreads, kItem
         if (lane >= o) incl += y;
       }
       uint32_t before = incl - tot;
+      __syncwarp();  // every lane has read rank[t] before one rewrites it
       if (before <= static_cast<uint32_t>(r) && static_cast<uint32_t>(r) < incl) {
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
