@@ -126,6 +126,19 @@ __device__ __forceinline__ void sort_row(typename LevelTile<kThreads, kItems>::S
   }
 }
 
+// Position of lane's (tie mass t, block j) among lanes 0 .. run - 1's pairs in the top run's
+// order (ranks_before with equal scores: tie mass, then block); warp-wide, run <= 32 (lanes
+// at or past run hold no pair and get a meaningless position).
+__device__ __forceinline__ int run_position(int j, float t, int run, int lane) {
+  int pos = 0;
+  for (int l = 0; l < run; ++l) {
+    const int jl = __shfl_sync(0xffffffffu, j, l);
+    const float tl = __shfl_sync(0xffffffffu, t, l);
+    pos += l != lane && ranks_before(0.0f, tl, jl, 0.0f, t, j) ? 1 : 0;
+  }
+  return pos;
+}
+
 // Tie masses (mask_spec.h ranks_before): only the P == 1 blocks have a non-zero one, and they
 // all share the row's top score, so after the sort by (rank_key, index) only the run of ranks
 // [0, run) with rank 0's key can change order: by tie mass descending, then key index. A run of
@@ -163,13 +176,7 @@ __device__ __forceinline__ void reorder_top_run(typename LevelTile<kThreads, kIt
     __syncthreads();
     if (tid < 32) {
       const int j = lane < run ? sm.top_idx[lane] : 0;
-      const float t = lane < run ? ties[j] : 0.0f;
-      int pos = 0;
-      for (int l = 0; l < run; ++l) {
-        const int jl = __shfl_sync(0xffffffffu, j, l);
-        const float tl = __shfl_sync(0xffffffffu, t, l);
-        pos += l != lane && ranks_before(0.0f, tl, jl, 0.0f, t, j) ? 1 : 0;
-      }
+      const int pos = run_position(j, lane < run ? ties[j] : 0.0f, run, lane);
       __syncwarp();
       if (lane < run) sm.top_idx[pos] = static_cast<uint16_t>(j);
     }
@@ -437,13 +444,7 @@ __device__ __forceinline__ bool select_levels(typename LevelTile<kThreads, kItem
     __syncthreads();
     if (warp == 0) {  // positions in the run by (tie mass, index); the order of the list is irrelevant
       const int j = lane < run ? sel.run_idx[lane] : 0;
-      const float tm = lane < run ? ties_row[j] : 0.0f;
-      int pos = 0;
-      for (int l = 0; l < run; ++l) {
-        const int jl = __shfl_sync(0xffffffffu, j, l);
-        const float tl = __shfl_sync(0xffffffffu, tm, l);
-        pos += l != lane && ranks_before(0.0f, tl, jl, 0.0f, tm, j) ? 1 : 0;
-      }
+      const int pos = run_position(j, lane < run ? ties_row[j] : 0.0f, run, lane);
       if (lane < run) sm.level[j] = static_cast<int8_t>(level_of_rank(pos, sm.ends));
     }
   }

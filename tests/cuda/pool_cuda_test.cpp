@@ -71,6 +71,25 @@ TEST(CudaPool, MatchesCpuPyramidBitForBit) {
   run_pool(PSA_DTYPE_BF16, 1, 1, 64, 32, false);       // a single token
 }
 
+// gather_pool_pyramid_cuda's source: [B, len, H, d] with `row` elements between consecutive
+// tokens of one head, read through `index`, into dst.
+gpu::GatherArgs strided_source(psa_dtype dt, const void* src, int64_t B, int64_t H, int64_t len, int64_t d,
+                               int64_t row, const int64_t* index, void* dst) {
+  gpu::GatherArgs g;
+  g.dtype = dt;
+  g.src = src;
+  g.stride[0] = len * row;
+  g.stride[1] = d;
+  g.stride[2] = row;
+  g.dst = dst;
+  g.batch = B;
+  g.heads = H;
+  g.len = len;
+  g.head_dim = d;
+  g.index = index;
+  return g;
+}
+
 // Fused rearrange + pool against the host: source [B, L, H, D] (strided; `pad` extra elements
 // per row make rows unaligned when odd), rows gathered through a random permutation. The
 // level-1 copy must equal the host gather bit for bit and every pooled element must equal
@@ -94,18 +113,7 @@ void run_gather_pool(psa_dtype dt, int64_t B, int64_t H, int64_t len, int64_t d,
     out.back()->fill_bytes(0xff);
     outp[l] = out.back()->get();
   }
-  gpu::GatherArgs g;
-  g.dtype = dt;
-  g.src = dx.get();
-  g.stride[0] = len * row;
-  g.stride[1] = d;
-  g.stride[2] = row;
-  g.dst = dst.get();
-  g.batch = B;
-  g.heads = H;
-  g.len = len;
-  g.head_dim = d;
-  g.index = didx.get();
+  const gpu::GatherArgs g = strided_source(dt, dx.get(), B, H, len, d, row, didx.get(), dst.get());
   ASSERT_EQ(PSA_OK, gpu::gather_pool_pyramid_cuda(g, nk, bn, outp, nullptr)) << psa_last_error_message();
   const std::vector<uint16_t> got1 = dst.download();
   std::vector<std::vector<uint16_t>> gotp;
@@ -167,21 +175,7 @@ void run_gather_pool_subsets(psa_dtype dt, int64_t B, int64_t H, int64_t len, in
   const size_t n1 = static_cast<size_t>(B * H * len * d);
   size_t np[3];
   for (int l = 0; l < 3; ++l) np[l] = static_cast<size_t>(B * H * pooled_length(nk, bn, 2 << l) * d);
-  auto args = [&](void* dst) {
-    gpu::GatherArgs g;
-    g.dtype = dt;
-    g.src = dx.get();
-    g.stride[0] = len * row;
-    g.stride[1] = d;
-    g.stride[2] = row;
-    g.dst = dst;
-    g.batch = B;
-    g.heads = H;
-    g.len = len;
-    g.head_dim = d;
-    g.index = didx.get();
-    return g;
-  };
+  auto args = [&](void* dst) { return strided_source(dt, dx.get(), B, H, len, d, row, didx.get(), dst); };
   // Every level written: the reference bits.
   DevBuf<uint16_t> ref1(n1);
   std::vector<std::unique_ptr<DevBuf<uint16_t>>> refp;
