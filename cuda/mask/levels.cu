@@ -267,6 +267,7 @@ __device__ __forceinline__ bool top_run_warp0(typename LevelTile<kThreads, kItem
 // The top run (equal top scores) orders by tie mass when an end splits it (mask_spec.h
 // ranks_before): a run of at most 32 is ranked by warp 0 as in top_run_warp0; a longer split
 // run returns false, and the caller sorts the row instead.
+
 // Warp-striped position of thread t's item k: warp w holds 32 * kItems consecutive indices,
 // item k of lane l is index w * 32 * kItems + 32 k + l (conflict-free shared reads; a ballot
 // per item walks them in index order).
