@@ -7,6 +7,8 @@
 # `mypy --strict` against the installed package. Exits non-zero on any failure.
 #   PSA_PY_WORK   work directory (default: build-python/ in the repository; removed first)
 #   PSA_PY_EXTRAS pip extras to install with the package (default: test,typecheck)
+#   PSA_PY_SKIP_FRAMEWORKS=1  leave out requirements-test.txt (torch, diffusers, transformers,
+#                 jax): their tests skip; the venv shrinks from about 6 GiB to under 1 GiB
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=${PSA_PY_WORK:-$root/build-python}
@@ -15,6 +17,15 @@ extras=${PSA_PY_EXTRAS:-test,typecheck}
 
 rm -rf "$work"
 mkdir -p "$work/src"
+# torch's CUDA wheels (requirements-test.txt) make the venv about 6 GiB, and pip unpacks them
+# beside its download: say so up front when the disk is short, not only as pip's Errno 28.
+free_kib=$(df -Pk "$work" | awk 'NR == 2 { print $4 }')
+if [ -n "$free_kib" ] && [ "$free_kib" -lt $((12 * 1024 * 1024)) ] &&
+   [ "${PSA_PY_SKIP_FRAMEWORKS:-0}" != 1 ]; then
+  echo "python_package_test: warning: $((free_kib / 1024)) MiB free under $work; the venv with" \
+       "the test frameworks needs about 12 GiB (PSA_PY_WORK moves it, PSA_PY_SKIP_FRAMEWORKS=1" \
+       "leaves torch, diffusers, transformers and jax out)" >&2
+fi
 # The clone: tracked files plus new files git would track (nothing ignored, no build tree).
 (cd "$root" && git ls-files -z --cached --others --exclude-standard) |
   (cd "$root" && xargs -0 cp --parents -t "$work/src" 2>/dev/null || true)

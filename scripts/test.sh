@@ -22,6 +22,7 @@ cmake --build build -j"$jobs"
 
 status=0
 summaries=()
+failure_tails=()  # logs of failed steps whose last lines are printed again at the end
 # run_ctest <log name> <ctest args...>: runs ctest, keeps its summary line, records failure.
 run_ctest() {
   local log="build/$1.log"
@@ -49,10 +50,11 @@ fi
 if [ "${PSA_SKIP_PYTHON_PACKAGE:-0}" = 1 ]; then
   echo "test.sh: PSA_SKIP_PYTHON_PACKAGE=1: skipping scripts/python_package_test.sh"
 else
-  if bash scripts/python_package_test.sh; then
+  if bash scripts/python_package_test.sh 2>&1 | tee build/python-package.log; then
     summaries+=("python package: OK (pip install, tests, examples, mypy --strict)")
   else
-    summaries+=("python package: FAILED (scripts/python_package_test.sh)")
+    summaries+=("python package: FAILED (scripts/python_package_test.sh; log: build/python-package.log)")
+    failure_tails+=(build/python-package.log)
     status=1
   fi
 fi
@@ -69,6 +71,12 @@ else
   PSA_FUZZ_SECONDS=${PSA_FUZZ_SECONDS:-45} bash scripts/fuzz.sh || status=1
 fi
 
+# A failed step's own output is far above the summary; its last lines come again here.
+for log in ${failure_tails[@]+"${failure_tails[@]}"}; do
+  echo
+  echo "---- the last 40 lines of $log ----"
+  tail -n 40 "$log"
+done
 echo
 for line in "${summaries[@]}"; do echo "$line"; done
 exit "$status"
