@@ -36,7 +36,7 @@ from ._api import (DEFAULT_MODEL, attention, cache_info, clear_cache,  # noqa: E
                    set_cache_capacity, sparse_attention)
 from ._parallel import merge_attention, sequence_order  # noqa: E402
 
-from typing import Dict, List, Optional  # noqa: E402
+from typing import Dict as _Dict, List as _List, Optional as _Optional  # noqa: E402
 
 
 def library_version() -> str:
@@ -49,7 +49,8 @@ def header_version() -> str:
     return str(capi.PSA_VERSION_STRING)
 
 
-def presets(path: Optional[str] = None, yaml: Optional[str] = None) -> Dict[str, List[str]]:
+def presets(path: _Optional[str] = None,
+            yaml: _Optional[str] = None) -> _Dict[str, _List[str]]:
     """``{model: [preset, ...]}`` of the embedded attention_config.yaml (or `path` / `yaml`)."""
     return Config.presets(path=path, yaml=yaml)
 
