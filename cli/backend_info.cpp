@@ -43,8 +43,10 @@ std::string backend_reason(psa_backend requested, psa_backend chosen) {
   const std::string cuda = cuda_availability(&detail);
   if (cuda == "not built in") return "cpu: --backend auto: this libpsa was built without CUDA";
   if (cuda == "built in, no usable device") {
-    // The library's message already reads "no usable CUDA device (<the runtime's reason>)".
-    if (detail.rfind("no usable CUDA device", 0) == 0) return "cpu: --backend auto: " + detail;
+    // The library's message already says "no usable CUDA device (<the runtime's reason>)",
+    // after the backend and device it was asked for.
+    const size_t at = detail.find("no usable CUDA device");
+    if (at != std::string::npos) return "cpu: --backend auto: " + detail.substr(at);
     return "cpu: --backend auto: no usable CUDA device" + (detail.empty() ? "" : " (" + detail + ")");
   }
   return "cpu: --backend auto: cuda " + cuda;

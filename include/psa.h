@@ -324,7 +324,8 @@ PSA_API void psa_config_destroy(psa_config* config);
  * allowed values). */
 PSA_API psa_status psa_config_load_file(const char* path, const char* model, const char* preset,
                                         psa_config** out);
-/* As psa_config_load_file, from YAML text in memory (NUL-terminated). */
+/* As psa_config_load_file, from YAML text in memory (NUL-terminated, at most 64 MiB:
+ * PSA_ERR_INVALID_ARGUMENT past it). */
 PSA_API psa_status psa_config_load_string(const char* yaml, const char* model,
                                           const char* preset, psa_config** out);
 /* As psa_config_load_file, from the copy of configs/attention_config.yaml built into the
@@ -406,7 +407,8 @@ PSA_API psa_status psa_context_create(const psa_config* config, psa_backend back
  * context after destroy is undefined behaviour (as for free()). The CUDA backend waits
  * for nothing: the caller must ensure no forward using it is still pending. */
 PSA_API void psa_context_destroy(psa_context* context);
-/* Backend actually chosen (never PSA_BACKEND_AUTO for a valid context). */
+/* Backend actually chosen (never PSA_BACKEND_AUTO for a valid context; NULL gives
+ * PSA_BACKEND_AUTO and records PSA_ERR_NULL_POINTER as the last error). */
 PSA_API psa_backend psa_context_backend(const psa_context* context);
 /* A copy of the context's config. [out] out: release with psa_config_destroy. */
 PSA_API psa_status psa_context_get_config(const psa_context* context, psa_config** out);
@@ -713,7 +715,10 @@ PSA_API psa_status psa_compute_level_map(psa_context* context, const psa_tensor_
  * (q, k, v, out 16-byte aligned, lse 4), enqueued on `stream` as half 1.
  * [in] q_desc, q: [B, Hq, Lq, D], the queries the map was built for.
  * [in] k_desc, k; v_desc, v: [B, Hkv, Lk_shard, D], the shard.
- * [in] levels: [B, Hq, Mq, map_key_blocks] int8 contiguous (the map of half 1).
+ * [in] levels: [B, Hq, Mq, map_key_blocks] int8 contiguous (the map of half 1); each entry
+ *      0 (skipped), 1, 2, 4 or 8. CPU: any other value read is PSA_ERR_INVALID_ARGUMENT,
+ *      before anything is written. CUDA: the map stays on the device (no host read, no
+ *      synchronisation), so it is not checked there: any other value skips its block.
  * [in] map_key_blocks: Nk of the map (its row stride); key_block_begin: the shard's first
  *      key block. PSA_ERR_INVALID_ARGUMENT when the shard's blocks leave the map.
  * [out] out: [B, Hq, Lq, D], dtype of q; lse: fp32 [B, Hq, Lq] contiguous (required).
@@ -866,7 +871,7 @@ PSA_API psa_status psa_context_write_mask_png(psa_context* context, const char* 
 /* Writes the blocks view (PSA_MASK_VIEW_BLOCKS, above) of any level map, e.g. one saved
  * from psa_context_get_level_map or made up, to the PNG file `path`.
  * [in] levels: host int8 [heads, q_blocks, k_blocks] (one batch item), row-major.
- * [in] heads, q_blocks, k_blocks: each >= 1.
+ * [in] heads, q_blocks, k_blocks: each >= 1, with heads * q_blocks * k_blocks <= 2^30.
  * [in] head: the head to draw, or -1 for all of them.
  * [in] cell: as psa_context_write_mask_png.
  * Errors: PSA_ERR_NULL_POINTER, PSA_ERR_INVALID_ARGUMENT, PSA_ERR_IO,

@@ -26,6 +26,16 @@ namespace {
 
 const char* const kEmbeddedSource = "<embedded attention_config.yaml>";
 
+// YAML text in memory has the bound of a config file (kMaxConfigFileBytes, 64 MiB); the
+// length is found without reading past it.
+psa_status check_yaml_length(const char* yaml) {
+  const void* end = std::memchr(yaml, '\0', psa::kMaxConfigFileBytes + 1);
+  PSA_RETURN_IF(end == nullptr, PSA_ERR_INVALID_ARGUMENT,
+                "yaml: longer than %llu bytes (64 MiB), the limit of config files",
+                static_cast<unsigned long long>(psa::kMaxConfigFileBytes));
+  return PSA_OK;
+}
+
 // The guard for entry points that return a value instead of a status: same rule, no
 // exception crosses the ABI, `fallback` is returned instead.
 template <typename T, typename Fn>
@@ -126,6 +136,7 @@ PSA_API psa_status psa_config_load_string(const char* yaml, const char* model, c
   PSA_CHECK_NOT_NULL(yaml);
   PSA_CHECK_NOT_NULL(model);
   PSA_CHECK_NOT_NULL(out);
+  PSA_TRY(check_yaml_length(yaml));
   return load_from_text(yaml, "<string>", model, preset, out);
   PSA_API_END
 }
@@ -262,6 +273,7 @@ PSA_API psa_status psa_catalog_open_string(const char* yaml, psa_catalog** out) 
   PSA_API_BEGIN
   PSA_CHECK_NOT_NULL(yaml);
   PSA_CHECK_NOT_NULL(out);
+  PSA_TRY(check_yaml_length(yaml));
   return open_catalog(yaml, "<string>", out);
   PSA_API_END
 }

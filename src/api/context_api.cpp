@@ -62,6 +62,10 @@ PSA_API psa_status psa_context_create(const psa_config* config, psa_backend back
   PSA_RETURN_IF(out == nullptr, PSA_ERR_NULL_POINTER, "out: must not be NULL");
   PSA_RETURN_IF(config == nullptr, PSA_ERR_NULL_POINTER, "config: must not be NULL");
   PSA_TRY(psa::validate_config(config->cfg, "config"));
+  PSA_RETURN_IF((backend == PSA_BACKEND_CUDA || backend == PSA_BACKEND_AUTO) && device < -1,
+                PSA_ERR_INVALID_ARGUMENT,
+                "device = %d; allowed: -1 (the current CUDA device) or an ordinal >= 0",
+                static_cast<int>(device));
   auto ctx = std::make_unique<psa_context>();
   ctx->cfg = config->cfg;
   switch (backend) {
@@ -97,7 +101,11 @@ PSA_API void psa_context_destroy(psa_context* context) {
 }
 
 PSA_API psa_backend psa_context_backend(const psa_context* context) {
-  return context ? context->backend->kind() : PSA_BACKEND_AUTO;
+  if (context == nullptr) {
+    psa::set_error(PSA_ERR_NULL_POINTER, "context: must not be NULL");
+    return PSA_BACKEND_AUTO;
+  }
+  return context->backend->kind();
 }
 
 PSA_API psa_status psa_context_get_config(const psa_context* context, psa_config** out) {

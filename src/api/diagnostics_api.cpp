@@ -230,6 +230,14 @@ PSA_API psa_status psa_mask_write_png(const char* path, const int8_t* levels, in
                 "blocks <= 2^24)",
                 static_cast<long long>(heads), static_cast<long long>(q_blocks),
                 static_cast<long long>(k_blocks));
+  // The map is read whole (each head's fractions): at most as large as a map a context keeps.
+  const int64_t per_head = q_blocks * k_blocks;  // <= 2^48
+  PSA_RETURN_IF(per_head > static_cast<int64_t>(psa::kMaxKeptLevelMapBytes) / heads,
+                PSA_ERR_INVALID_ARGUMENT,
+                "heads * q_blocks * k_blocks = %lld * %lld * %lld entries; at most %llu (1 GiB)",
+                static_cast<long long>(heads), static_cast<long long>(q_blocks),
+                static_cast<long long>(k_blocks),
+                static_cast<unsigned long long>(psa::kMaxKeptLevelMapBytes));
   PSA_TRY(check_head_and_cell(head, heads, cell));
   const psa::BlocksPicture pic = psa::render_blocks(levels, heads, q_blocks, k_blocks, head, cell);
   PSA_TRY(psa::check_picture(pic.image, cell));

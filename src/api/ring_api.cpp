@@ -83,6 +83,38 @@ psa_status plan_shard(const psa_context* ctx, const psa_tensor_desc* q, const ps
 
 bool on_device(const void* p) { return p != nullptr && psa::memory_space_of(p) == psa::MemorySpace::kDevice; }
 
+// The CPU backend reads and writes elements as float / uint16_t: each tensor must be aligned
+// to its element size, lse to 4 (the CUDA backend checks its own, wider alignment).
+psa_status check_host_alignment(const Plan& plan, int n, const void* const* ptrs,
+                                const char* const* names, const bool* is_lse) {
+  const unsigned esize = static_cast<unsigned>(psa::dtype_size(plan.problem.dtype));
+  for (int i = 0; i < n; ++i) {
+    const unsigned align = is_lse[i] ? 4u : esize;
+    PSA_RETURN_IF(reinterpret_cast<uintptr_t>(ptrs[i]) % align != 0, PSA_ERR_MISALIGNED_POINTER,
+                  "%s: address %p is not aligned to %u bytes (its element size)", names[i],
+                  ptrs[i], align);
+  }
+  return PSA_OK;
+}
+
+// Every entry of the map that the shard reads (rows of columns [begin, begin + nk)) must be
+// a level: 0 (skipped), 1, 2, 4 or 8. Host maps only: the CPU backend indexes its pyramid
+// by the level; the CUDA work list counts only 1, 2, 4, 8 and skips any other value.
+psa_status check_level_values(const int8_t* levels, int64_t rows, int64_t map_nk, int64_t begin,
+                              int64_t nk) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int8_t* row = levels + r * map_nk + begin;
+    for (int64_t j = 0; j < nk; ++j) {
+      const int v = row[j];
+      PSA_RETURN_IF(v != 0 && v != 1 && v != 2 && v != 4 && v != 8, PSA_ERR_INVALID_ARGUMENT,
+                    "levels[%lld] = %d (row %lld, key block %lld); allowed: 0 (skipped), 1, 2, "
+                    "4, 8", static_cast<long long>(r * map_nk + begin + j), v,
+                    static_cast<long long>(r), static_cast<long long>(begin + j));
+    }
+  }
+  return PSA_OK;
+}
+
 void copy_strides(const psa_tensor_desc* d, int64_t* s) {
   for (int i = 0; i < 4; ++i) s[i] = d->strides[i];
 }
@@ -130,6 +162,8 @@ PSA_API psa_status psa_compute_level_map(psa_context* context, const psa_tensor_
   for (int i = 0; i < 4 && on_cpu(context); ++i)
     PSA_RETURN_IF(on_device(ptrs[i]), PSA_ERR_WRONG_MEMORY_SPACE,
                   "%s: is a CUDA device pointer; the CPU backend needs host memory", names[i]);
+  const bool not_lse[2] = {false, false};
+  if (on_cpu(context)) PSA_TRY(check_host_alignment(*plan, 2, ptrs, names, not_lse));
   const uint64_t map_bytes =
       static_cast<uint64_t>(pb.batch * pb.heads_q * plan->q_blocks * plan->k_blocks);
   const psa::ByteRange map_r = psa::byte_range(levels, map_bytes);
@@ -221,9 +255,14 @@ PSA_API psa_status psa_shard_attention(psa_context* context, const psa_tensor_de
   }
   const Problem& pb = plan.problem;
   const int64_t nk = plan.k_blocks;
+  const int64_t map_rows = pb.batch * pb.heads_q * plan.q_blocks;
   PSA_RETURN_IF(map_key_blocks < 1, PSA_ERR_INVALID_ARGUMENT,
                 "map_key_blocks = %lld; must be >= 1 (the Nk of the level map)",
                 static_cast<long long>(map_key_blocks));
+  PSA_RETURN_IF(map_key_blocks > INT64_MAX / map_rows, PSA_ERR_INVALID_ARGUMENT,
+                "map_key_blocks = %lld: a map of %lld rows (batch * heads * query blocks) of "
+                "that many key blocks overflows int64 bytes",
+                static_cast<long long>(map_key_blocks), static_cast<long long>(map_rows));
   PSA_RETURN_IF(key_block_begin < 0 || key_block_begin > map_key_blocks - nk,
                 PSA_ERR_INVALID_ARGUMENT,
                 "key_block_begin = %lld: the shard's %lld key blocks (k: seq_len = %lld, "
@@ -248,7 +287,7 @@ PSA_API psa_status psa_shard_attention(psa_context* context, const psa_tensor_de
   const psa::ByteRange in_r[4] = {psa::byte_range(*q_desc, q), psa::byte_range(*k_desc, k),
                                   psa::byte_range(*v_desc, v),
                                   psa::byte_range(levels, static_cast<uint64_t>(
-                                      pb.batch * pb.heads_q * plan.q_blocks * map_key_blocks))};
+                                      map_rows * map_key_blocks))};
   const psa::ByteRange out_r[3] = {
       psa::byte_range(*out_desc, out),
       psa::byte_range(lse, static_cast<uint64_t>(pb.batch * pb.heads_q * pb.len_q) * 4u),
@@ -274,6 +313,11 @@ PSA_API psa_status psa_shard_attention(psa_context* context, const psa_tensor_de
   copy_strides(v_desc, t.v_stride);
   copy_strides(out_desc, t.o_stride);
   if (on_cpu(context)) {
+    const void* tensors[5] = {q, k, v, out, lse};
+    const char* tensor_names[5] = {"q", "k", "v", "out", "lse"};
+    const bool lse_at[5] = {false, false, false, false, true};
+    PSA_TRY(check_host_alignment(plan, 5, tensors, tensor_names, lse_at));
+    PSA_TRY(check_level_values(levels, map_rows, map_key_blocks, key_block_begin, nk));
     psa::shard_attention_cpu(plan, t, levels, map_key_blocks, key_block_begin, workspace);
     return PSA_OK;
   }

@@ -50,11 +50,12 @@ psa_status check_one(const char* name, const psa_tensor_desc* d) {
   for (int i = 0; i < 4; ++i) {
     PSA_RETURN_IF(d->shape[i] < 1, PSA_ERR_INVALID_SHAPE, "%s: shape[%d] (%s) = %lld; must be >= 1",
                   name, i, kDimName[i], static_cast<long long>(d->shape[i]));
-    PSA_RETURN_IF(mul_overflows(elems, d->shape[i]), PSA_ERR_INVALID_SHAPE,
-                  "%s: element count overflows int64 at shape[%d] (%s) = %lld", name, i,
-                  kDimName[i], static_cast<long long>(d->shape[i]));
-    elems *= d->shape[i];
+    elems = elems < 0 || mul_overflows(elems, d->shape[i]) ? -1 : elems * d->shape[i];
   }
+  PSA_RETURN_IF(elems < 0, PSA_ERR_INVALID_SHAPE,
+                "%s: shape = [%lld, %lld, %lld, %lld]: the element count overflows int64", name,
+                static_cast<long long>(d->shape[0]), static_cast<long long>(d->shape[1]),
+                static_cast<long long>(d->shape[2]), static_cast<long long>(d->shape[3]));
   PSA_RETURN_IF(mul_overflows(elems, dtype_size(d->dtype)), PSA_ERR_INVALID_SHAPE,
                 "%s: size in bytes overflows int64 (%lld elements)", name,
                 static_cast<long long>(elems));
@@ -73,6 +74,13 @@ psa_status check_one(const char* name, const psa_tensor_desc* d) {
     PSA_RETURN_IF(extent > kMax - span, PSA_ERR_INVALID_STRIDE, "%s: extent overflows int64", name);
     extent += span;
   }
+  // The byte range [p, p + extent * element size) is what the aliasing checks compare: it
+  // must not wrap (a stride of 2^62 floats would put row 1 back on row 0's address).
+  PSA_RETURN_IF(mul_overflows(extent, dtype_size(d->dtype)), PSA_ERR_INVALID_STRIDE,
+                "%s: strides = [%lld, %lld, %lld, %lld] address %lld elements; their size in "
+                "bytes overflows int64", name, static_cast<long long>(d->strides[0]),
+                static_cast<long long>(d->strides[1]), static_cast<long long>(d->strides[2]),
+                static_cast<long long>(d->strides[3]), static_cast<long long>(extent));
   // No two elements may share an address: ordered by stride, every dimension of extent
   // > 1 must step past everything the smaller-stride dimensions span.
   int order[4] = {0, 1, 2, 3};
@@ -87,9 +95,9 @@ psa_status check_one(const char* name, const psa_tensor_desc* d) {
     int i = order[r];
     if (d->shape[i] == 1) continue;
     PSA_RETURN_IF(d->strides[i] <= span, PSA_ERR_INVALID_STRIDE,
-                  "%s: strides[%d] (%s) = %lld overlaps the span %lld of the smaller strides; "
-                  "elements would alias", name, i, kDimName[i],
-                  static_cast<long long>(d->strides[i]), static_cast<long long>(span + 1));
+                  "%s: strides[%d] (%s) = %lld; must exceed %lld, the largest offset the "
+                  "smaller strides reach (elements would alias)", name, i, kDimName[i],
+                  static_cast<long long>(d->strides[i]), static_cast<long long>(span));
     span += (d->shape[i] - 1) * d->strides[i];
   }
   return PSA_OK;
@@ -115,12 +123,11 @@ psa_status tensor_desc_init(psa_tensor_desc* desc, psa_layout layout, psa_dtype 
                   static_cast<long long>(dims[i]));
   // Every stride below is a product of some of the dims: none overflows if their product fits.
   int64_t elems = 1;
-  for (int i = 0; i < 4; ++i) {
-    PSA_RETURN_IF(mul_overflows(elems, dims[i]), PSA_ERR_INVALID_SHAPE,
-                  "desc: element count overflows int64 at %s = %lld", kDimName[i],
-                  static_cast<long long>(dims[i]));
-    elems *= dims[i];
-  }
+  for (int i = 0; i < 4; ++i) elems = elems < 0 || mul_overflows(elems, dims[i]) ? -1 : elems * dims[i];
+  PSA_RETURN_IF(elems < 0, PSA_ERR_INVALID_SHAPE,
+                "desc: element count overflows int64: batch = %lld, heads = %lld, seq_len = %lld, "
+                "head_dim = %lld", static_cast<long long>(batch), static_cast<long long>(heads),
+                static_cast<long long>(seq_len), static_cast<long long>(head_dim));
   psa_tensor_desc d{};
   d.struct_size = sizeof(psa_tensor_desc);
   d.dtype = dtype;

@@ -6,7 +6,9 @@
 // Gilbert, text tokens, GQA, fp32 and bf16); bad arguments name themselves.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -262,6 +264,89 @@ TEST(RingLevels, BadArgumentsAreNamed) {
                                   map.data(), ws.data(), 1, nullptr),
             PSA_ERR_WORKSPACE_TOO_SMALL);
   EXPECT_NE(std::string(psa_last_error_message()).find("workspace_bytes = 1"), std::string::npos);
+}
+
+// Hostile half-2 inputs on the CPU backend: a map entry that is not a level (0, 1, 2, 4, 8)
+// inside the shard's columns, a misaligned tensor, or a map_key_blocks whose map overflows
+// int64 bytes: each is refused, named, and nothing is written. A bad entry outside the
+// shard's columns is not read.
+TEST(RingLevels, HostileMapsAndPointersAreRefusedBeforeWriting) {
+  std::mt19937_64 rng(std::random_device{}());
+  const int64_t D = 32;
+  HostTensor q = video_tensor(rng, PSA_DTYPE_F32, 2, 8, D, 0);  // 256 tokens
+  HostTensor k = video_tensor(rng, PSA_DTYPE_F32, 2, 8, D, 0);
+  ConfigPtr cfg = preset("Wan2.1_1.3b", false);
+  ContextPtr ctx = make_ctx(cfg.get());
+  int64_t bm = 0, bn = 0;
+  PSA_ASSERT_OK(psa_config_get_int(cfg.get(), PSA_PARAM_BLOCK_M, &bm));
+  PSA_ASSERT_OK(psa_config_get_int(cfg.get(), PSA_PARAM_BLOCK_N, &bn));
+  const int64_t nk = 256 / bn, mq = 256 / bm, rows = 2 * mq;
+  uint64_t bytes = 0;
+  PSA_ASSERT_OK(psa_level_map_workspace_size(ctx.get(), &q.desc, &k.desc, &bytes));
+  std::vector<uint8_t> ws(bytes);
+  std::vector<int8_t> map(static_cast<size_t>(rows * nk), 0);
+  PSA_ASSERT_OK(psa_compute_level_map(ctx.get(), &q.desc, q.bytes.data(), &k.desc, k.bytes.data(),
+                                      map.data(), ws.data(), bytes, nullptr));
+  // The shard: key blocks [nk - 2, nk).
+  HostTensor ks(PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, 2, 2 * bn, D), vs = ks;
+  for (int64_t j = 0; j < 2; ++j) {
+    ks.set_head(0, j, psa_test::random_vec(rng, static_cast<size_t>(2 * bn * D)));
+    vs.set_head(0, j, psa_test::random_vec(rng, static_cast<size_t>(2 * bn * D)));
+  }
+  HostTensor o(PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, 2, 256, D);
+  for (uint8_t& b : o.bytes) b = 0x5a;
+  const std::vector<uint8_t> untouched = o.bytes;
+  std::vector<float> lse(2 * 256, 7.0f);
+  uint64_t sb = 0;
+  PSA_ASSERT_OK(psa_shard_attention_workspace_size(ctx.get(), &q.desc, &ks.desc, &vs.desc, &o.desc, &sb));
+  std::vector<uint8_t> sws(sb);
+  auto shard = [&](const void* qp, const std::vector<int8_t>& m, int64_t map_nk, int64_t begin) {
+    return psa_shard_attention(ctx.get(), &q.desc, qp, &ks.desc, ks.bytes.data(), &vs.desc,
+                               vs.bytes.data(), m.data(), map_nk, begin, &o.desc, o.bytes.data(),
+                               lse.data(), sws.data(), sb, nullptr);
+  };
+  auto unwritten = [&] {
+    EXPECT_EQ(o.bytes, untouched);
+    for (float x : lse) ASSERT_EQ(x, 7.0f);
+  };
+  const int bad_values[] = {3, 5, 6, 7, 9, 16, 64, -1, 127, -128};
+  std::uniform_int_distribution<int64_t> row_of(0, rows - 1), col_of(nk - 2, nk - 1);
+  for (int bad : bad_values) {
+    std::vector<int8_t> m = map;
+    const int64_t r = row_of(rng), c = col_of(rng);
+    m[static_cast<size_t>(r * nk + c)] = static_cast<int8_t>(bad);
+    EXPECT_EQ(shard(q.bytes.data(), m, nk, nk - 2), PSA_ERR_INVALID_ARGUMENT) << bad;
+    const std::string msg = psa_last_error_message();
+    EXPECT_NE(msg.find("levels[" + std::to_string(r * nk + c) + "] = " + std::to_string(bad)),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("allowed: 0 (skipped), 1, 2, 4, 8"), std::string::npos) << msg;
+    unwritten();
+    // The same value in a column of another shard is not this call's business.
+    std::vector<int8_t> other = map;
+    other[static_cast<size_t>(r * nk)] = static_cast<int8_t>(bad);  // key block 0
+    if (nk > 2) {
+      EXPECT_EQ(shard(q.bytes.data(), other, nk, nk - 2), PSA_OK) << psa_last_error_message();
+      for (uint8_t& b : o.bytes) b = 0x5a;
+      std::fill(lse.begin(), lse.end(), 7.0f);
+    }
+  }
+  // A q one byte off its float alignment.
+  std::vector<uint8_t> shifted(q.bytes.size() + 4);
+  std::memcpy(shifted.data() + 1, q.bytes.data(), q.bytes.size());
+  EXPECT_EQ(shard(shifted.data() + 1, map, nk, nk - 2), PSA_ERR_MISALIGNED_POINTER);
+  EXPECT_NE(std::string(psa_last_error_message()).find("q: address"), std::string::npos)
+      << psa_last_error_message();
+  unwritten();
+  EXPECT_EQ(psa_compute_level_map(ctx.get(), &q.desc, shifted.data() + 1, &k.desc, k.bytes.data(),
+                                  map.data(), ws.data(), bytes, nullptr),
+            PSA_ERR_MISALIGNED_POINTER);
+  EXPECT_NE(std::string(psa_last_error_message()).find("q: address"), std::string::npos);
+  // map_key_blocks whose map size overflows: named, not a wrapped overlap.
+  const int64_t huge = (int64_t{1} << 62) + 1;
+  EXPECT_EQ(shard(q.bytes.data(), map, huge, 0), PSA_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(psa_last_error_message()).find("map_key_blocks = " + std::to_string(huge)),
+            std::string::npos) << psa_last_error_message();
+  unwritten();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "robustness/robust_env.h"
@@ -169,6 +170,84 @@ TEST(ApiEdges, CpuBackendRejectsMisalignedTensorPointers) {
       << psa_last_error_message();
   // The context still runs aligned forwards.
   EXPECT_EQ(e.forward(), PSA_OK) << psa_last_error_message();
+}
+
+// A descriptor whose element extent fits int64 but whose byte size does not (a stride of
+// 2^62 floats: row 1 would land on row 0's address once the byte range wraps) is refused by
+// every entry that validates descriptors, naming the strides.
+TEST(ApiEdges, StridesWhoseByteRangeWrapsAreRefused) {
+  ContextPtr ctx = cpu_context();
+  for (int64_t stride : {int64_t{1} << 62, int64_t{1} << 61}) {
+    psa_tensor_desc d = desc(PSA_DTYPE_F32, 1, 1, 2, 32);
+    d.strides[0] = 0;
+    d.strides[1] = 0;
+    d.strides[2] = stride;
+    uint64_t bytes = 0;
+    EXPECT_EQ(psa_workspace_size(ctx.get(), &d, &d, &d, &d, &bytes), PSA_ERR_INVALID_STRIDE);
+    const std::string msg = psa_last_error_message();
+    EXPECT_NE(msg.find("q: strides = [0, 0, " + std::to_string(stride) + ", 1]"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("overflows int64"), std::string::npos) << msg;
+  }
+  // The largest stride whose byte range still fits is accepted by the descriptor check.
+  psa_tensor_desc ok = desc(PSA_DTYPE_F32, 1, 1, 2, 32);
+  ok.strides[2] = (std::numeric_limits<int64_t>::max() / 4) - 32;
+  uint64_t bytes = 0;
+  EXPECT_EQ(psa_workspace_size(ctx.get(), &ok, &ok, &ok, &ok, &bytes), PSA_OK)
+      << psa_last_error_message();
+}
+
+// The shape overflow message gives the whole shape (not the harmless dimension where the
+// running product overflowed).
+TEST(ApiEdges, ElementCountOverflowNamesTheShape) {
+  ContextPtr ctx = cpu_context();
+  psa_tensor_desc d = desc(PSA_DTYPE_F32, 1, 2, 4, 32);
+  d.shape[0] = std::numeric_limits<int64_t>::max();
+  uint64_t bytes = 0;
+  EXPECT_EQ(psa_workspace_size(ctx.get(), &d, &d, &d, &d, &bytes), PSA_ERR_INVALID_SHAPE);
+  const std::string msg = psa_last_error_message();
+  EXPECT_NE(msg.find("q: shape = [9223372036854775807, 2, 4, 32]"), std::string::npos) << msg;
+}
+
+// device below -1 is not "the current device"; a NULL context's backend query records why.
+TEST(ApiEdges, DeviceOrdinalAndNullContextQueries) {
+  psa_config* c = nullptr;
+  ASSERT_EQ(psa_config_create(&c), PSA_OK);
+  ConfigPtr cfg(c);
+  for (psa_backend b : {PSA_BACKEND_CUDA, PSA_BACKEND_AUTO}) {
+    psa_context* sentinel = reinterpret_cast<psa_context*>(uintptr_t{0x1234});
+    psa_context* out = sentinel;
+    EXPECT_EQ(psa_context_create(cfg.get(), b, -5, &out), PSA_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(psa_last_error_message()).find("device = -5"), std::string::npos)
+        << psa_last_error_message();
+    EXPECT_EQ(out, sentinel);
+  }
+  // The CPU backend ignores the ordinal, as documented.
+  psa_context* cpu = nullptr;
+  EXPECT_EQ(psa_context_create(cfg.get(), PSA_BACKEND_CPU, -5, &cpu), PSA_OK);
+  psa_context_destroy(cpu);
+  EXPECT_EQ(psa_context_backend(nullptr), PSA_BACKEND_AUTO);
+  EXPECT_EQ(psa_last_error_status(), PSA_ERR_NULL_POINTER);
+  EXPECT_NE(std::string(psa_last_error_message()).find("context"), std::string::npos);
+}
+
+// YAML text in memory is bounded as config files are (64 MiB), without reading past it.
+TEST(ApiEdges, YamlTextPast64MiBIsRefused) {
+  const size_t cap = size_t{64} << 20;
+  std::string text(cap + 1, '#');  // one comment line, one byte too long
+  psa_config* c = nullptr;
+  EXPECT_EQ(psa_config_load_string(text.c_str(), "Wan2.1_1.3b", nullptr, &c), PSA_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(psa_last_error_message()).find("yaml: longer than 67108864 bytes"),
+            std::string::npos) << psa_last_error_message();
+  EXPECT_EQ(c, nullptr);
+  psa_catalog* cat = nullptr;
+  EXPECT_EQ(psa_catalog_open_string(text.c_str(), &cat), PSA_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cat, nullptr);
+  text.resize(cap);  // at the bound: parsed (a comment only: no model in it, another error)
+  EXPECT_NE(psa_config_load_string(text.c_str(), "Wan2.1_1.3b", nullptr, &c), PSA_OK);
+  EXPECT_EQ(std::string(psa_last_error_message()).find("longer than"), std::string::npos)
+      << psa_last_error_message();
+  EXPECT_EQ(c, nullptr);
 }
 
 }  // namespace

@@ -256,6 +256,14 @@ TEST(NewApiEdges, MaskPictureTooLargeIsRefused) {
   EXPECT_EQ(psa_mask_write_png(p.c_str(), levels.data(), 1, -1, 1, -1, 0), PSA_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(psa_mask_write_png(p.c_str(), levels.data(), 1, 1, int64_t{1} << 40, -1, 0),
             PSA_ERR_INVALID_ARGUMENT);
+  // Each size inside its own bound, their product far past what could be read (2^68
+  // entries): refused by the product before a byte of the map is read.
+  EXPECT_EQ(psa_mask_write_png(p.c_str(), levels.data(), 1 << 20, 1 << 24, 1 << 24, (1 << 20) - 1, 1),
+            PSA_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions("heads * q_blocks * k_blocks = 1048576 * 16777216 * 16777216"))
+      << psa_last_error_message();
+  EXPECT_EQ(psa_mask_write_png(p.c_str(), levels.data(), 2, 1 << 15, (1 << 15) + 1, 0, 1),
+            PSA_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(psa_mask_write_png(p.c_str(), levels.data(), 1, 1, 1, 1, 0), PSA_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(mentions("head")) << psa_last_error_message();
   EXPECT_EQ(psa_mask_write_png(::testing::TempDir().c_str(), levels.data(), 1, 1, 1, -1, 0),

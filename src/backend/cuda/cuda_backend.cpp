@@ -745,7 +745,8 @@ psa_status make_cuda_backend(int32_t device, std::unique_ptr<Backend>* out) {
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
-    return set_error(PSA_ERR_NO_DEVICE, "no usable CUDA device (%s)",
+    return set_error(PSA_ERR_NO_DEVICE, "backend = PSA_BACKEND_CUDA, device = %d: no usable CUDA "
+                     "device (%s)", device,
                      e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0");
   }
   int dev = device;
