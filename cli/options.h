@@ -1,7 +1,13 @@
-// cli/options.h -- cxxopts glue shared by the subcommands: parse errors and stray
-// positional arguments become UsageError carrying the subcommand's help text.
+// cli/options.h -- cxxopts glue shared by the subcommands: parse errors, stray positional
+// arguments, repeated options, empty values and flags given a value become UsageError
+// carrying the subcommand's help text.
 #pragma once
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cxxopts.hpp>
+#include <set>
 #include <string>
 
 #include "cli.h"
@@ -36,6 +42,53 @@ inline std::string bad_value_message(const std::string& what, int argc, const ch
   return what;
 }
 
+// What cxxopts lets through and a command line should not mean: an option given twice (the
+// last would win silently), an empty value ("--q ''" read as "no file"), and a flag with a
+// value ("--json=false" would turn the flag on: cxxopts counts it as given).
+inline void check_given_once(const cxxopts::Options& opts, const cxxopts::ParseResult& result,
+                             int argc, const char* const* argv) {
+  // A positional argument (check-config's FILE) is named as the usage line names it.
+  auto shown = [&](const std::string& key) {
+    const std::string opt = "--" + key;
+    for (int i = 1; i < argc; ++i)
+      if (argv[i] == opt || std::string(argv[i]).rfind(opt + "=", 0) == 0) return opt;
+    std::string upper = key;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return upper;
+  };
+  std::set<std::string> flags;
+  for (const std::string& group : opts.groups())
+    for (const cxxopts::HelpOptionDetails& d : opts.group_help(group).options)
+      if (d.is_boolean)
+        for (const std::string& name : d.l) flags.insert(name);
+  std::set<std::string> seen;
+  for (const cxxopts::KeyValue& kv : result.arguments()) {
+    const std::string name = shown(kv.key());
+    if (!seen.insert(kv.key()).second)
+      throw UsageError(name + " is given more than once; give it once", opts.help());
+    if (flags.count(kv.key()) != 0) {
+      if (kv.value() != "true")
+        throw UsageError(name + "=" + kv.value() + ": a flag takes no value (leave " + name +
+                             " out to turn it off)", opts.help());
+    } else if (kv.value().empty()) {
+      throw UsageError(name + " '': an empty value", opts.help());
+    }
+  }
+}
+
+// A float option's text as a finite double: all of it ("5abc", "0x10", "1e999" and "nan"
+// are refused; cxxopts' stream conversion would read "5abc" as 5).
+inline bool parse_finite_double(const std::string& text, double* out) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return false;
+  if (text.find_first_of("xXnNiI") != std::string::npos) return false;  // hex, nan, inf
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
 // Parses argv (starting at the subcommand name). Returns false after printing the help
 // when --help was given (the caller then exits 0); the options must define "help".
 inline bool parse_options(cxxopts::Options& opts, int argc, const char* const* argv,
@@ -54,6 +107,7 @@ inline bool parse_options(cxxopts::Options& opts, int argc, const char* const* a
   if (!result.unmatched().empty()) {
     throw UsageError("unexpected argument '" + result.unmatched().front() + "'", opts.help());
   }
+  check_given_once(opts, result, argc, argv);
   return true;
 }
 

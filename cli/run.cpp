@@ -3,11 +3,17 @@
 // Everything goes through psa.h; this file holds no attention math.
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backend_info.h"
 #include "buffer.h"
@@ -69,6 +75,42 @@ ContextPtr make_context(const psa_config* cfg, psa_backend backend) {
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// An output the run will write (--out, --save-inputs' files, --mask-png), tried before the
+// forwards run: a path that cannot be written fails now instead of after minutes of CPU
+// work, and before any other output exists. A missing file is created and removed again;
+// an existing regular file is opened for writing without truncating it; an existing
+// non-regular target (/dev/stdout, a FIFO) is left to the writer.
+void check_output_path(const std::string& path, const char* option) {
+  struct stat st {};
+  const std::string head = std::string(option) + " '" + path + "': ";
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) throw Failure(head + "is a directory");
+    if (!S_ISREG(st.st_mode)) return;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) throw Failure(head + "cannot write: " + std::strerror(errno));
+    ::close(fd);
+    return;
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw Failure(head + "cannot create: " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(path.c_str());
+}
+
+// The dense reference: the preset with method dense. It keeps causal and the block sizes; a
+// mask mode that only psa_causal allows (energybound, the Qwen presets) goes back to topk,
+// which dense does not read.
+ConfigPtr dense_reference(const psa_config* cfg) {
+  psa_config* raw = nullptr;
+  check(psa_config_clone(cfg, &raw));
+  ConfigPtr dense(raw);
+  check(psa_config_set_int(raw, PSA_PARAM_METHOD, PSA_METHOD_DENSE));
+  int64_t mode = 0;
+  check(psa_config_get_int(raw, PSA_PARAM_MASK_MODE, &mode));
+  if (mode == PSA_MASK_MODE_ENERGYBOUND) check(psa_config_set_int(raw, PSA_PARAM_MASK_MODE, PSA_MASK_MODE_TOPK));
+  return dense;
+}
 
 // Sets the video grid on `ctx` and returns it. Pixel sizes go through the library
 // (psa_context_set_video_pixels); the grid it derives is recomputed here from the same
@@ -246,10 +288,10 @@ RunReport execute_run(const RunOptions& o) {
   if (o.causal) check(psa_config_set_int(cfg.get(), PSA_PARAM_CAUSAL, 1));
   if (o.precision >= 0) check(psa_config_set_int(cfg.get(), PSA_PARAM_PRECISION, o.precision));
   r.info = read_preset_info(cfg.get());
-  psa_config* dense_raw = nullptr;
-  check(psa_config_clone(cfg.get(), &dense_raw));
-  ConfigPtr dense_cfg(dense_raw);
-  check(psa_config_set_int(dense_cfg.get(), PSA_PARAM_METHOD, PSA_METHOD_DENSE));
+  ConfigPtr dense_cfg = dense_reference(cfg.get());
+  if (!o.out_path.empty()) check_output_path(o.out_path, "--out");
+  if (!o.save_inputs.empty()) check_output_path(o.save_inputs + "q.npy", "--save-inputs");
+  if (!o.mask.png.empty()) check_output_path(o.mask.png, "--mask-png");
 
   ContextPtr ctx = make_context(cfg.get(), o.backend);
   r.backend = psa_context_backend(ctx.get());

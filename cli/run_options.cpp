@@ -1,6 +1,7 @@
 // cli/run_options.cpp -- command line of `psa run` and `psa demo` -> RunOptions. Checks
 // only what the CLI itself needs (which flags go together); values the library checks
 // (head_dim, block sizes, grid vs sequence length) are left to its messages.
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -74,7 +75,7 @@ cxxopts::Options make_options(bool demo) {
       ("quiet", "no progress line on stderr (shown only when stderr is a terminal and the run "
                 "takes more than about a second)")
       ("max-error", "exit with status 3 when the relative L2 error against dense exceeds E (or an "
-                    "output is not finite)", cxxopts::value<double>(), "E")
+                    "output is not finite)", cxxopts::value<std::string>(), "E")
       ("h,help", "print this help");
   return o;
 }
@@ -85,7 +86,9 @@ bool parse_grid(const std::string& s, int64_t out[3]) {
   for (int i = 0; i < 3; ++i) {
     if (pos >= s.size() || s[pos] < '0' || s[pos] > '9') return false;
     char* end = nullptr;
+    errno = 0;
     out[i] = std::strtoll(s.c_str() + pos, &end, 10);
+    if (errno == ERANGE) return false;  // past int64: not clamped to INT64_MAX
     pos = static_cast<size_t>(end - s.c_str());
     if (i < 2) {
       if (pos >= s.size() || (s[pos] != ',' && s[pos] != 'x')) return false;
@@ -175,10 +178,16 @@ bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions&
     p.k_path = str("key");
     p.v_path = str("value");
   }
-  p.batch = i64("batch");
-  p.heads = i64("heads");
-  p.kv_heads = r.count("kv-heads") ? i64("kv-heads") : p.heads;
-  p.head_dim = i64("head-dim");
+  // Named here: the library's message would say "heads = 0" for --kv-heads 0.
+  auto positive = [&](const char* name) {
+    const int64_t v = i64(name);
+    if (v < 1) usage(std::string("--") + name + " = " + std::to_string(v) + ": must be >= 1");
+    return v;
+  };
+  p.batch = positive("batch");
+  p.heads = positive("heads");
+  p.kv_heads = r.count("kv-heads") ? positive("kv-heads") : p.heads;
+  p.head_dim = positive("head-dim");
   if (r.count("dtype")) {
     p.dtype = pick<psa_dtype>(o, "dtype", str("dtype"),
                               {{"f32", PSA_DTYPE_F32}, {"f16", PSA_DTYPE_F16},
@@ -188,7 +197,11 @@ bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions&
                                 {{"cpu", PSA_BACKEND_CPU}, {"cuda", PSA_BACKEND_CUDA},
                                  {"auto", PSA_BACKEND_AUTO}});
   p.seed = option_value<uint64_t>(o, r, "seed");
-  if (r.count("text-length")) p.text_length = i64("text-length");
+  if (r.count("text-length")) {
+    p.text_length = i64("text-length");
+    if (p.text_length < 0)
+      usage("--text-length = " + std::to_string(p.text_length) + ": must be >= 0");
+  }
   if (r.count("text-position")) {
     p.text_position = pick<psa_text_position>(o, "text-position", str("text-position"),
                                               {{"first", PSA_TEXT_FIRST}, {"last", PSA_TEXT_LAST}});
@@ -206,8 +219,9 @@ bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions&
   p.json = r.count("json") != 0;
   p.quiet = r.count("quiet") != 0;
   if (r.count("max-error")) {
-    p.max_error = option_value<double>(o, r, "max-error");
-    if (!(p.max_error >= 0.0)) usage("--max-error must be a number >= 0");
+    const std::string text = str("max-error");
+    if (!parse_finite_double(text, &p.max_error) || p.max_error < 0.0)
+      usage("--max-error '" + text + "': expected a number >= 0");
   }
   if (r.count("mask-png")) p.mask.png = str("mask-png");
 

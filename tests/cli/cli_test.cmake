@@ -109,8 +109,9 @@ elseif(CASE STREQUAL "run_bad_preset")
   expect_match("${ERR}" "^psa: error: .*no_such_preset.*\\(PSA_ERR_NOT_FOUND\\)\n$" "bad preset")
   psa_expect(1 run --model NoSuchModel --grid 2,8,16)
   expect_match("${ERR}" "^psa: error: .*NoSuchModel.*\\(PSA_ERR_NOT_FOUND\\)" "bad model")
-  psa_expect(1 run ${small_run} --head-dim 0)
-  expect_match("${ERR}" "^psa: error: .*\\(PSA_ERR_[A-Z_]+\\)" "bad head dim")
+  # A shape the library refuses (GQA: 3 key/value heads do not divide 2 query heads).
+  psa_expect(1 run --model Wan2.1_1.3b --grid 2,8,16 --heads 2 --kv-heads 3)
+  expect_match("${ERR}" "^psa: error: .*\\(PSA_ERR_[A-Z_]+\\)" "bad kv heads")
 
 elseif(CASE STREQUAL "npy_roundtrip")
   # Inputs written by --save-inputs and read back through --q/--k/--v must give the same
