@@ -9,11 +9,13 @@
 // terminal) unless --quiet: filling the inputs of the large shapes and timing each config
 // take seconds each.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "backend_info.h"
@@ -232,6 +234,48 @@ std::vector<Row> bench_shape(const BenchShape& s, const BenchOptions& o, Log& lo
   return rows;
 }
 
+// The allowed values of the numeric options. The defaults (2, 20, 300 ms) and the settings
+// BENCHMARKS.md records (15 reps, 300 ms) lie well inside; the upper ends keep a mistyped value
+// from holding a GPU for days. The timing loop stops at --max-reps or, after 3 forwards, once
+// --min-ms have passed, so --min-ms bounds each config's timing (10 minutes at most); the
+// warm-up forwards are bounded by their count alone. --min-ms 0 asks for the 3 forwards only.
+constexpr int kWarmupMax = 1000;
+constexpr int kMaxRepsMax = 100000;
+constexpr double kMinMsMax = 600000.0;
+
+// "--max-reps = 0: allowed [1, 100000]": the option, the value as typed and the range.
+UsageError out_of_range(const char* option, const std::string& value, const std::string& allowed,
+                        const cxxopts::Options& opts) {
+  return UsageError(std::string(option) + " = " + value + ": allowed " + allowed, opts.help());
+}
+
+int int_in_range(const cxxopts::Options& opts, const cxxopts::ParseResult& r, const char* name,
+                 int lo, int hi) {
+  const int v = option_value<int>(opts, r, name);
+  if (v < lo || v > hi) {
+    throw out_of_range(("--" + std::string(name)).c_str(), std::to_string(v),
+                       "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]", opts);
+  }
+  return v;
+}
+
+// --min-ms: a plain decimal number ("300", "2.5", "1e3"). Parsed here rather than by cxxopts,
+// whose stream conversion takes "5abc" as 5; nan, inf and hexadecimal are refused too.
+double min_ms_option(const cxxopts::Options& opts, const cxxopts::ParseResult& r) {
+  const std::string text = option_value<std::string>(opts, r, "min-ms");
+  const char* const end = text.data() + text.size();
+  double v = 0.0;
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v, std::chars_format::general);
+  const std::string allowed = "[0, " + std::to_string(static_cast<int>(kMinMsMax)) + "]";
+  if (ec == std::errc::result_out_of_range) throw out_of_range("--min-ms", text, allowed, opts);
+  if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(v)) {
+    throw UsageError("--min-ms: '" + text + "' is not a valid value for this option (a decimal "
+                     "number of milliseconds)", opts.help());
+  }
+  if (!(v >= 0.0 && v <= kMinMsMax)) throw out_of_range("--min-ms", text, allowed, opts);
+  return v;
+}
+
 const BenchShape* find_shape(const std::string& key) {
   for (const BenchShape& s : kShapes)
     if (key == s.key) return &s;
@@ -256,10 +300,13 @@ int cmd_bench(int argc, const char* const* argv) {
   opts.add_options()
       ("shapes", "comma-separated subset of cogvideox, wan13, wan14",
        cxxopts::value<std::string>()->default_value("cogvideox,wan13,wan14"), "S")
-      ("warmup", "untimed forwards per config", cxxopts::value<int>()->default_value("2"), "N")
-      ("max-reps", "at most N timed forwards per config", cxxopts::value<int>()->default_value("20"), "N")
-      ("min-ms", "time at least this long per config (at least 3 forwards)",
-       cxxopts::value<double>()->default_value("300"), "MS")
+      ("warmup", "untimed forwards per config, 0 to 1000",
+       cxxopts::value<int>()->default_value("2"), "N")
+      ("max-reps", "at most N timed forwards per config, 1 to 100000",
+       cxxopts::value<int>()->default_value("20"), "N")
+      ("min-ms", "time at least this long per config, and at least 3 forwards (both within "
+                 "--max-reps); 0 to 600000 (10 minutes)",
+       cxxopts::value<std::string>()->default_value("300"), "MS")
       ("json", "print one JSON object (gpu, shapes, one row per shape and config)")
       ("quiet", "no progress lines on stderr")
       ("h,help", "print this help");
@@ -274,18 +321,21 @@ int cmd_bench(int argc, const char* const* argv) {
       throw UsageError("--shapes: unknown shape '" + key + "'; allowed: cogvideox, wan13, wan14",
                        opts.help());
     }
+    // A repeated shape would be filled and timed twice, for the same rows.
+    if (std::find(o.shapes.begin(), o.shapes.end(), key) != o.shapes.end())
+      throw UsageError("--shapes: '" + key + "' is listed twice", opts.help());
     o.shapes.push_back(key);
     if (c == std::string::npos) break;
     p = c + 1;
   }
-  o.warmup = option_value<int>(opts, r, "warmup");
-  o.max_reps = option_value<int>(opts, r, "max-reps");
-  o.min_ms = option_value<double>(opts, r, "min-ms");
-  if (o.warmup < 0 || o.max_reps < 1) throw UsageError("--warmup >= 0 and --max-reps >= 1", opts.help());
+  o.warmup = int_in_range(opts, r, "warmup", 0, kWarmupMax);
+  o.max_reps = int_in_range(opts, r, "max-reps", 1, kMaxRepsMax);
+  o.min_ms = min_ms_option(opts, r);
   o.json = r.count("json") != 0;
   o.quiet = r.count("quiet") != 0;
 
-  // No device: one line and exit 2, before any allocation.
+  // No device: one line and exit 2, before any allocation (and after every option check, so
+  // that a bad command line is reported as such on any machine).
   std::string detail;
   const std::string cuda = cuda_availability(&detail);
   std::string gpu;

@@ -3,8 +3,9 @@
 // video view of one query block. The picture is drawn by the library.
 #include "mask.h"
 
+#include <charconv>
 #include <cstdio>
-#include <cstdlib>
+#include <system_error>
 #include <string>
 #include <vector>
 
@@ -30,18 +31,67 @@ const char* const kMaskUsage =
     "  --query-at T,H,W   video: a latent position whose query block is drawn (default: the\n"
     "                     grid's centre)\n"
     "  --cell PX          pixels per block (blocks) or per token (video), 1-64 (default: auto)\n"
-    "  --batch-index B    batch item to draw (default 0)\n";
+    "  --batch-index B    batch item to draw (default 0)\n"
+    "\n"
+    "--query-block and --query-at need --view video. The `psa run` options: psa run --help.\n";
 
-int64_t to_int(const std::string& flag, const std::string& s) {
-  char* end = nullptr;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0') throw UsageError("--" + flag + " '" + s + "': expected an integer", kMaskUsage);
+// `text` as a whole decimal integer (an optional '-', then digits: no spaces, no '+'), for
+// the option --`flag` given as `typed` (all of its value; `text` may be one part of it).
+// Out of int64's range is an error rather than the nearest value, which would pass the range
+// checks and then fail with a number the user never typed.
+int64_t to_int(const std::string& flag, const std::string& text, const std::string& typed,
+               const char* expected = "an integer") {
+  int64_t v = 0;
+  const char* const end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  const std::string where = "--" + flag + " '" + typed + "': ";
+  if (ec == std::errc::result_out_of_range) throw UsageError(where + "out of range", kMaskUsage);
+  if (text.empty() || ec != std::errc() || ptr != end)
+    throw UsageError(where + "expected " + expected, kMaskUsage);
   return v;
+}
+
+// cxxopts names an unknown option without its dashes ("Option 'nope' does not exist", the
+// quotes ASCII or U+2018/U+2019); this names it as it was typed ("--nope", "-n"), or returns
+// `what` unchanged when it is another message.
+std::string unknown_option_message(const std::string& what, const std::vector<const char*>& args) {
+  const std::string head = "Option ", tail = " does not exist";
+  if (what.size() <= head.size() + tail.size() || what.compare(0, head.size(), head) != 0 ||
+      what.compare(what.size() - tail.size(), tail.size(), tail) != 0)
+    return what;
+  std::string name = what.substr(head.size(), what.size() - head.size() - tail.size());
+  for (const std::string& q : {std::string("\xE2\x80\x98"), std::string("'")})
+    if (name.compare(0, q.size(), q) == 0) name.erase(0, q.size());
+  for (const std::string& q : {std::string("\xE2\x80\x99"), std::string("'")})
+    if (name.size() >= q.size() && name.compare(name.size() - q.size(), q.size(), q) == 0)
+      name.erase(name.size() - q.size());
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string a = args[i];
+    const std::string typed = a.substr(0, a.find('='));
+    // "--name", "--name=value", or a group of short options starting with it ("-n", "-nq").
+    if (typed == "--" + name || (name.size() == 1 && a.size() >= 2 && a[0] == '-' && a[1] == name[0]))
+      return "unknown option '" + (typed == "--" + name ? typed : "-" + name) + "'";
+  }
+  return what;
 }
 
 }  // namespace
 
 void write_mask_picture(psa_context* ctx, const MaskOptions& m) {
+  // The library checks these too, but names its own parameters ("batch = 1"); `psa mask`
+  // is the one caller that sets them, so the messages name its options.
+  int64_t batch = 0, heads = 0, q_blocks = 0;
+  check(psa_context_level_map_shape(ctx, &batch, &heads, &q_blocks, nullptr));
+  const auto out_of = [](const char* option, int64_t value, int64_t count, const std::string& has) {
+    return UsageError(std::string(option) + " " + std::to_string(value) + ": allowed 0 to " +
+                          std::to_string(count - 1) + " (the forward has " + has + ")",
+                      kMaskUsage);
+  };
+  if (m.batch_index >= batch)
+    throw out_of("--batch-index", m.batch_index, batch, "batch " + std::to_string(batch));
+  if (m.head >= heads) throw out_of("--head", m.head, heads, std::to_string(heads) + " heads");
+  if (m.view == PSA_MASK_VIEW_VIDEO && m.query_block >= q_blocks)
+    throw out_of("--query-block", m.query_block, q_blocks, std::to_string(q_blocks) + " query blocks");
   const int64_t head = m.head >= 0 ? m.head : (m.view == PSA_MASK_VIEW_VIDEO ? 0 : -1);
   check(psa_context_write_mask_png(ctx, m.png.c_str(), m.view, m.batch_index, head, m.query_block,
                                    m.query_given ? m.query : nullptr, m.cell));
@@ -78,10 +128,10 @@ int cmd_mask(int argc, const char* const* argv) {
       else if (value == "video") m.view = PSA_MASK_VIEW_VIDEO;
       else throw UsageError("--view '" + value + "': expected blocks or video", kMaskUsage);
     } else if (flag == "head") {
-      m.head = to_int(flag, value);
+      m.head = to_int(flag, value, value);
       if (m.head < 0) throw UsageError("--head " + value + ": must be >= 0", kMaskUsage);
     } else if (flag == "query-block") {
-      m.query_block = to_int(flag, value);
+      m.query_block = to_int(flag, value, value);
       if (m.query_block < 0) throw UsageError("--query-block " + value + ": must be >= 0", kMaskUsage);
     } else if (flag == "query-at") {
       size_t pos = 0;
@@ -89,24 +139,38 @@ int cmd_mask(int argc, const char* const* argv) {
         const size_t next = value.find_first_of(",x", pos);
         if ((k < 2) == (next == std::string::npos))
           throw UsageError("--query-at '" + value + "': expected three integers T,H,W", kMaskUsage);
-        m.query[k] = to_int(flag, value.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
+        const size_t len = next == std::string::npos ? std::string::npos : next - pos;
+        m.query[k] = to_int(flag, value.substr(pos, len), value, "three integers T,H,W");
         pos = next + 1;
       }
       m.query_given = true;
     } else if (flag == "cell") {
-      const int64_t c = to_int(flag, value);
+      const int64_t c = to_int(flag, value, value);
       if (c < 1 || c > 64) throw UsageError("--cell " + value + ": allowed 1 to 64", kMaskUsage);
       m.cell = static_cast<int32_t>(c);
     } else {
-      m.batch_index = to_int(flag, value);
+      m.batch_index = to_int(flag, value, value);
       if (m.batch_index < 0) throw UsageError("--batch-index " + value + ": must be >= 0", kMaskUsage);
     }
+  }
+  // The `psa run` options first, so that a mistyped option is named even when --png is missing;
+  // their errors carry this command's usage, not the demo's.
+  RunOptions o;
+  try {
+    if (!parse_run_options(static_cast<int>(rest.size()), rest.data(), /*demo=*/true, o)) return 0;
+  } catch (const UsageError& e) {
+    throw UsageError(unknown_option_message(e.what(), rest), kMaskUsage);
   }
   if (m.png.empty()) throw UsageError("--png FILE is required", kMaskUsage);
   if (m.query_given && m.query_block >= 0)
     throw UsageError("give either --query-block or --query-at, not both", kMaskUsage);
-  RunOptions o;
-  if (!parse_run_options(static_cast<int>(rest.size()), rest.data(), /*demo=*/true, o)) return 0;
+  // The blocks view draws every query block: a query block or position would be ignored.
+  if (m.view == PSA_MASK_VIEW_BLOCKS && (m.query_block >= 0 || m.query_given)) {
+    throw UsageError(std::string(m.query_given ? "--query-at" : "--query-block") +
+                         " picks the query block of --view video; --view blocks (the default) "
+                         "draws them all",
+                     kMaskUsage);
+  }
   o.mask = m;
   const RunReport r = execute_run(o);
   std::printf("psa mask: %s / %s on %s, %lld query blocks x %lld key blocks, density %.4f%s\n",

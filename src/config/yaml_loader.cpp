@@ -7,6 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
+// yaml-cpp 0.7 and later stop at a fixed nesting depth with YAML::DeepRecursion, which the
+// umbrella header does not declare; older releases have neither the limit nor the header.
+#if __has_include(<yaml-cpp/depthguard.h>)
+#include <yaml-cpp/depthguard.h>
+#define PSA_YAML_HAS_DEPTH_GUARD 1
+#endif
 
 #include <cctype>
 #include <cerrno>
@@ -495,6 +501,16 @@ psa_status parse_root(const std::string& text, const std::string& source,
   Node root;
   try {
     root = YAML::Load(text);
+#if defined(PSA_YAML_HAS_DEPTH_GUARD)
+  } catch (const YAML::DeepRecursion& e) {
+    // Its text is ErrorMsg::BAD_FILE ("bad file"), which says nothing of the cause. The mark
+    // is where yaml-cpp's scanner had got to, which may lie past the level that hit the limit.
+    const char* const what = "maps and sequences nested deeper than yaml-cpp's limit of";
+    if (e.mark.is_null())
+      return set_error(PSA_ERR_YAML_PARSE, "%s: %s %d levels", source.c_str(), what, e.depth());
+    return set_error(PSA_ERR_YAML_PARSE, "%s: line %d, column %d: %s %d levels", source.c_str(),
+                     e.mark.line + 1, e.mark.column + 1, what, e.depth());
+#endif
   } catch (const YAML::ParserException& e) {
     if (e.mark.is_null())
       return set_error(PSA_ERR_YAML_PARSE, "%s: %s", source.c_str(), e.msg.c_str());

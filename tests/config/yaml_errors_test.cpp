@@ -369,6 +369,37 @@ TEST(ConfigYamlLoad, TopLevelMustBeAMap) {
   EXPECT_NE(std::string(psa_last_error_message()).find("empty document"), std::string::npos);
 }
 
+TEST(ConfigYamlLoad, NestingPastYamlCppsLimitIsNamed) {
+  // yaml-cpp refuses documents nested past its depth limit (500 levels in 0.7 and 0.8) with
+  // the bare text "bad file"; the message must say what is wrong. 100000 levels: far past the
+  // limit, and deep enough to overflow the stack of a parser without one.
+  const int depth = 100000;
+  std::string map_nest = "M: ";
+  for (int i = 0; i < depth; ++i) map_nest += "{a: ";
+  map_nest += "1" + std::string(depth, '}');
+  const std::string docs[] = {"M: " + std::string(depth, '[') + std::string(depth, ']'),
+                              map_nest};
+  for (const std::string& yaml : docs) {
+    psa_config* cfg = nullptr;
+    EXPECT_EQ(psa_config_load_string(yaml.c_str(), "M", nullptr, &cfg), PSA_ERR_YAML_PARSE);
+    EXPECT_EQ(cfg, nullptr);
+    const std::string msg = psa_last_error_message();
+    EXPECT_EQ(msg.rfind("<string>: line 1, column ", 0), 0u) << msg;
+    EXPECT_NE(msg.find(": maps and sequences nested deeper than yaml-cpp's limit of "),
+              std::string::npos) << msg;
+    EXPECT_EQ(msg.find("bad file"), std::string::npos) << msg;
+    psa_catalog* cat = nullptr;
+    EXPECT_EQ(psa_catalog_open_string(yaml.c_str(), &cat), PSA_ERR_YAML_PARSE);
+    EXPECT_EQ(cat, nullptr);
+    EXPECT_EQ(std::string(psa_last_error_message()), msg) << "catalog and load disagree";
+  }
+  // Within the limit the document parses, and the loader judges the value itself.
+  const std::string shallow = "M: " + std::string(100, '[') + std::string(100, ']');
+  psa_config* cfg = nullptr;
+  EXPECT_EQ(psa_config_load_string(shallow.c_str(), "M", nullptr, &cfg), PSA_ERR_INVALID_CONFIG)
+      << psa_last_error_message();
+}
+
 TEST(ConfigYamlLoad, RatioKeysMayBeStringsAndDirectSimKeysWin) {
   std::string yaml = kBase;
   yaml.replace(yaml.find("        1: "), 11, "        '1': ");
