@@ -1,10 +1,14 @@
 // picture/image.cpp -- raster helpers, the 5x7 font and the PNG encoder (zlib deflate + crc32).
 #include "picture/image.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
 #include <cerrno>
-#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -150,15 +154,90 @@ std::vector<uint8_t> encode_png(const Image& img) {
   return out;
 }
 
+namespace {
+
+// Writes every byte of `bytes`; 0, or the errno of the write that failed.
+int write_all(int fd, const std::vector<uint8_t>& bytes) {
+  const uint8_t* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;  // no progress and no error: never loop forever
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// A device, a FIFO or /dev/stdout: written through, as a shell's '>' would (opening a FIFO
+// waits for its reader). Renaming a file over it would replace the node itself.
+psa_status write_in_place(const std::vector<uint8_t>& bytes, const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  PSA_RETURN_IF(fd < 0, PSA_ERR_IO, "path: cannot create '%s' (%s)", path.c_str(), std::strerror(errno));
+  int err = write_all(fd, bytes);
+  if (::close(fd) != 0 && err == 0) err = errno;
+  PSA_RETURN_IF(err != 0, PSA_ERR_IO, "path: writing '%s' failed (%s)", path.c_str(), std::strerror(err));
+  return PSA_OK;
+}
+
+// A new or regular file: written to a temporary file next to it, then renamed over it, so
+// that a failure midway (a full disk, a file size limit) leaves the old file, or none, and
+// no partial one. `target` is `path` with any symbolic link resolved, so that the link
+// survives and the file it names is replaced; messages name `path`, as the caller gave it.
+psa_status write_replacing(const std::vector<uint8_t>& bytes, const std::string& path,
+                           const std::string& target, const struct stat* old) {
+  // A read-only file is not overwritten, as it was not when files were written in place;
+  // rename() itself needs only the directory to be writable.
+  PSA_RETURN_IF(old != nullptr && ::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0,
+                PSA_ERR_IO, "path: cannot write '%s' (%s)", path.c_str(), std::strerror(errno));
+  const size_t slash = target.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "" : target.substr(0, slash + 1);
+  // Hidden, and kept short enough for NAME_MAX whatever the length of the file's own name.
+  const std::string stem = "." + target.substr(slash + 1, 64) + "." + std::to_string(::getpid());
+  static std::atomic<unsigned> counter{0};  // distinct names for threads writing at once
+  std::string temp;
+  int fd = -1;
+  while (fd < 0) {
+    temp = dir + stem + "." + std::to_string(counter++) + ".tmp";
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    PSA_RETURN_IF(fd < 0 && errno != EEXIST, PSA_ERR_IO,
+                  "path: cannot create '%s' (a temporary file in its directory: %s)", path.c_str(),
+                  std::strerror(errno));
+  }
+  int err = 0;
+  // The replaced file keeps its permission bits (the temporary one has the umask's).
+  if (old != nullptr && ::fchmod(fd, old->st_mode & 07777) != 0) err = errno;
+  if (err == 0) err = write_all(fd, bytes);
+  // fsync and close report the errors a file system may defer (ENOSPC, EDQUOT, EIO on NFS);
+  // after fsync, a crash cannot leave the renamed file without its data.
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(temp.c_str(), target.c_str()) != 0) err = errno;
+  if (err != 0) ::unlink(temp.c_str());
+  PSA_RETURN_IF(err != 0, PSA_ERR_IO, "path: writing '%s' failed (%s)", path.c_str(), std::strerror(err));
+  return PSA_OK;
+}
+
+}  // namespace
+
 psa_status write_png(const Image& img, const std::string& path) {
   const std::vector<uint8_t> bytes = encode_png(img);
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  PSA_RETURN_IF(f == nullptr, PSA_ERR_IO, "path: cannot create '%s' (%s)", path.c_str(), std::strerror(errno));
-  const size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
-  const bool closed = std::fclose(f) == 0;
-  PSA_RETURN_IF(n != bytes.size() || !closed, PSA_ERR_IO, "path: writing '%s' failed (%s)", path.c_str(),
-                std::strerror(errno));
-  return PSA_OK;
+  std::string target = path;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    // A dangling link stays as it is: then written in place, which creates the file it names.
+    if (char* real = ::realpath(path.c_str(), nullptr)) {
+      target = real;
+      std::free(real);
+    }
+  }
+  if (::lstat(target.c_str(), &st) != 0) return write_replacing(bytes, path, target, nullptr);
+  if (S_ISREG(st.st_mode)) return write_replacing(bytes, path, target, &st);
+  PSA_RETURN_IF(S_ISDIR(st.st_mode), PSA_ERR_IO, "path: cannot write '%s' (it is a directory)",
+                path.c_str());
+  return write_in_place(bytes, path);
 }
 
 }  // namespace psa

@@ -47,7 +47,11 @@ int64_t text_width(const std::string& text);
 void draw_text(Image* img, int64_t x, int64_t y, const std::string& text, Rgb c);
 
 // Writes `img` as an 8-bit RGB PNG (zlib-compressed IDAT, filter 0). PSA_ERR_IO when the file
-// cannot be written (message names the path).
+// cannot be written (the message names the path and the reason).
+// A new file or an existing regular file is written to a temporary file in the same
+// directory and renamed over `path` once complete, so a failed write (a full disk, a file
+// size limit) leaves `path` as it was and no partial file behind. An existing target that is
+// not a regular file (/dev/stdout, a FIFO, a device) is written in place.
 psa_status write_png(const Image& img, const std::string& path);
 // The PNG bytes of `img` (the same bytes write_png writes).
 std::vector<uint8_t> encode_png(const Image& img);
