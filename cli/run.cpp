@@ -93,6 +93,7 @@ void check_output_path(const std::string& path, const char* option) {
     return;
   }
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST) return;  // a dangling symlink: the writer follows it
   if (fd < 0) throw Failure(head + "cannot create: " + std::strerror(errno));
   ::close(fd);
   ::unlink(path.c_str());
@@ -307,9 +308,13 @@ RunReport execute_run(const RunOptions& o) {
   HostTensor out = make_tensor(o.layout, in.q.desc.dtype, in.q.batch(), in.q.heads(),
                                in.q.seq_len(), in.q.head_dim());
   HostTensor dense_out = out;
-  // Ask first: shape errors come from the library before any data is generated.
-  check(psa_workspace_size(ctx.get(), &in.q.desc, &in.k.desc, &in.v.desc, &out.desc,
-                           &r.workspace_bytes));
+  // Ask first: shape errors come from the library before any data is generated. With
+  // files, the message ("k: seq_len = ...") also says which files q, k and v are.
+  const psa_status shape_status = psa_workspace_size(ctx.get(), &in.q.desc, &in.k.desc,
+                                                     &in.v.desc, &out.desc, &r.workspace_bytes);
+  if (shape_status != PSA_OK && !r.synthetic)
+    throw Failure(library_error(shape_status) + "; q, k, v: " + r.input_files);
+  check(shape_status);
   check(psa_workspace_size(dense.get(), &in.q.desc, &in.k.desc, &in.v.desc, &out.desc,
                            &r.dense_workspace_bytes));
   Progress progress(Progress::wanted(o.quiet), "psa run");

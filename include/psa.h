@@ -848,7 +848,9 @@ typedef enum psa_mask_view {
 } psa_mask_view;
 
 /* Writes a picture of the context's last forward (psa_context_get_level_map and
- * psa_context_get_token_order) to the PNG file `path` (created or truncated).
+ * psa_context_get_token_order) to the PNG file `path` (created, or replaced
+ * whole: written to a temporary file in its directory and renamed, so a failed write
+ * leaves no partial file; a device or FIFO is written in place).
  * [in] view: PSA_MASK_VIEW_BLOCKS or PSA_MASK_VIEW_VIDEO.
  * [in] batch: batch item, [0, batch).
  * [in] head: query head, [0, heads); -1 = every head (blocks view only).
