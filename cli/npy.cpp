@@ -258,6 +258,8 @@ void write_in_place(const std::string& path, std::initializer_list<Bytes> parts)
 // that a failure midway (a full disk, a file size limit) leaves the old file, or none, and
 // no partial one. `target` is `path` with any symbolic link resolved, so that the link
 // survives and the file it names is replaced; messages name `path`, as the user wrote it.
+// The same rule as src/picture/image.cpp (the library's PNG writer): the psa command
+// uses only psa.h, so the two cannot share code.
 void write_replacing(const std::string& path, const std::string& target, const struct stat* old,
                      std::initializer_list<Bytes> parts) {
   // A read-only file is not overwritten, as it was not when files were written in place;

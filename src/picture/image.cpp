@@ -186,6 +186,8 @@ psa_status write_in_place(const std::vector<uint8_t>& bytes, const std::string& 
 // that a failure midway (a full disk, a file size limit) leaves the old file, or none, and
 // no partial one. `target` is `path` with any symbolic link resolved, so that the link
 // survives and the file it names is replaced; messages name `path`, as the caller gave it.
+// The same rule as cli/npy.cpp (the psa command's .npy writer): the psa command uses
+// only psa.h, so the two cannot share code.
 psa_status write_replacing(const std::vector<uint8_t>& bytes, const std::string& path,
                            const std::string& target, const struct stat* old) {
   // A read-only file is not overwritten, as it was not when files were written in place;

@@ -196,72 +196,100 @@ TEST(RingLevels, ShardsMergedEqualTheWholeForwardBf16) {
   check_ring({"CogVideo1.5_5b", false, PSA_DTYPE_BF16, 2, 1});
 }
 
+// Half 1 on 2 heads of 256 tokens (d 32, Wan2.1_1.3b psa_balanced without rearrangement),
+// then what half 2 needs for a shard of the map's last two key blocks: its K/V, an output
+// filled with 0x5a bytes, lse filled with 7 and the shard's workspace.
+struct ShardSetup {
+  static constexpr int64_t kD = 32;
+  explicit ShardSetup(uint64_t seed)
+      : rng(seed),
+        q(video_tensor(rng, PSA_DTYPE_F32, 2, 8, kD, 0)),
+        k(video_tensor(rng, PSA_DTYPE_F32, 2, 8, kD, 0)),
+        cfg(preset("Wan2.1_1.3b", false)),
+        ctx(make_ctx(cfg.get())) {
+    EXPECT_EQ(psa_config_get_int(cfg.get(), PSA_PARAM_BLOCK_M, &bm), PSA_OK) << psa_last_error_message();
+    EXPECT_EQ(psa_config_get_int(cfg.get(), PSA_PARAM_BLOCK_N, &bn), PSA_OK) << psa_last_error_message();
+    nk = 256 / bn;
+    rows = 2 * (256 / bm);
+    EXPECT_EQ(psa_level_map_workspace_size(ctx.get(), &q.desc, &k.desc, &map_ws_bytes), PSA_OK) << psa_last_error_message();
+    map_ws.resize(map_ws_bytes);
+    map.assign(static_cast<size_t>(rows * nk), 0);
+    EXPECT_EQ(psa_compute_level_map(ctx.get(), &q.desc, q.bytes.data(), &k.desc,
+                                        k.bytes.data(), map.data(), map_ws.data(), map_ws_bytes,
+                                        nullptr), PSA_OK) << psa_last_error_message();
+    ks = HostTensor(PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, 2, 2 * bn, kD);
+    vs = ks;
+    for (int64_t j = 0; j < 2; ++j) {
+      ks.set_head(0, j, psa_test::random_vec(rng, static_cast<size_t>(2 * bn * kD)));
+      vs.set_head(0, j, psa_test::random_vec(rng, static_cast<size_t>(2 * bn * kD)));
+    }
+    for (uint8_t& b : o.bytes) b = 0x5a;
+    EXPECT_EQ(psa_shard_attention_workspace_size(ctx.get(), &q.desc, &ks.desc, &vs.desc,
+                                                     &o.desc, &shard_ws_bytes), PSA_OK) << psa_last_error_message();
+    shard_ws.resize(shard_ws_bytes);
+  }
+  // Half 2 with q's data at `qp` and the map `m` (map_nk key blocks, the shard at `begin`).
+  psa_status shard(const void* qp, const std::vector<int8_t>& m, int64_t map_nk, int64_t begin) {
+    return psa_shard_attention(ctx.get(), &q.desc, qp, &ks.desc, ks.bytes.data(), &vs.desc,
+                               vs.bytes.data(), m.data(), map_nk, begin, &o.desc, o.bytes.data(),
+                               lse.data(), shard_ws.data(), shard_ws_bytes, nullptr);
+  }
+  psa_status shard(int64_t map_nk, int64_t begin) { return shard(q.bytes.data(), map, map_nk, begin); }
+
+  std::mt19937_64 rng;
+  HostTensor q, k;
+  ConfigPtr cfg;
+  ContextPtr ctx;
+  int64_t bm = 0, bn = 0, nk = 0, rows = 0;
+  uint64_t map_ws_bytes = 0, shard_ws_bytes = 0;
+  std::vector<uint8_t> map_ws, shard_ws;
+  std::vector<int8_t> map;
+  HostTensor ks{PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, 2, 1, kD}, vs = ks;
+  HostTensor o{PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, 2, 256, kD};
+  std::vector<float> lse = std::vector<float>(2 * 256, 7.0f);
+};
+
 TEST(RingLevels, BadArgumentsAreNamed) {
-  std::mt19937_64 rng(15);
-  const int64_t D = 32;
-  HostTensor q = video_tensor(rng, PSA_DTYPE_F32, 2, 8, D, 0);  // 256 tokens
-  HostTensor k = video_tensor(rng, PSA_DTYPE_F32, 2, 8, D, 0);
-  ConfigPtr cfg = preset("Wan2.1_1.3b", false);
-  ContextPtr ctx = make_ctx(cfg.get());
-  int64_t bm = 0, bn = 0;
-  PSA_ASSERT_OK(psa_config_get_int(cfg.get(), PSA_PARAM_BLOCK_M, &bm));
-  PSA_ASSERT_OK(psa_config_get_int(cfg.get(), PSA_PARAM_BLOCK_N, &bn));
-  const int64_t nk = 256 / bn, mq = 256 / bm;
-  uint64_t bytes = 0;
-  PSA_ASSERT_OK(psa_level_map_workspace_size(ctx.get(), &q.desc, &k.desc, &bytes));
-  std::vector<uint8_t> ws(bytes);
-  std::vector<int8_t> map(static_cast<size_t>(2 * mq * nk), 0);
-  PSA_ASSERT_OK(psa_compute_level_map(ctx.get(), &q.desc, q.bytes.data(), &k.desc, k.bytes.data(),
-                                      map.data(), ws.data(), bytes, nullptr));
-  // A shard of the last two key blocks.
-  HostTensor ks(PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, 2, 2 * bn, D), vs = ks;
-  HostTensor o(PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, 2, 256, D);
-  std::vector<float> lse(2 * 256, 7.0f);
-  uint64_t sb = 0;
-  PSA_ASSERT_OK(psa_shard_attention_workspace_size(ctx.get(), &q.desc, &ks.desc, &vs.desc, &o.desc, &sb));
-  std::vector<uint8_t> sws(sb);
-  auto shard = [&](int64_t map_nk, int64_t begin) {
-    return psa_shard_attention(ctx.get(), &q.desc, q.bytes.data(), &ks.desc, ks.bytes.data(),
-                               &vs.desc, vs.bytes.data(), map.data(), map_nk, begin, &o.desc,
-                               o.bytes.data(), lse.data(), sws.data(), sb, nullptr);
-  };
-  const std::vector<uint8_t> untouched = o.bytes;
-  EXPECT_EQ(shard(nk, nk - 1), PSA_ERR_INVALID_ARGUMENT);  // leaves the map
+  ShardSetup t(15);
+  const int64_t nk = t.nk;
+  uint64_t bytes = 0, sb = 0;
+  const std::vector<uint8_t> untouched = t.o.bytes;
+  EXPECT_EQ(t.shard(nk, nk - 1), PSA_ERR_INVALID_ARGUMENT);  // leaves the map
   EXPECT_NE(std::string(psa_last_error_message()).find("key_block_begin = " + std::to_string(nk - 1)),
             std::string::npos)
       << psa_last_error_message();
-  EXPECT_EQ(shard(nk, -1), PSA_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(t.shard(nk, -1), PSA_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(psa_last_error_message()).find("key_block_begin = -1"), std::string::npos);
-  EXPECT_EQ(shard(1, 0), PSA_ERR_INVALID_ARGUMENT);  // a map narrower than the shard
+  EXPECT_EQ(t.shard(1, 0), PSA_ERR_INVALID_ARGUMENT);  // a map narrower than the shard
   EXPECT_NE(std::string(psa_last_error_message()).find("map's 1 key blocks"), std::string::npos)
       << psa_last_error_message();
-  EXPECT_EQ(shard(0, 0), PSA_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(t.shard(0, 0), PSA_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(psa_last_error_message()).find("map_key_blocks = 0"), std::string::npos);
-  EXPECT_EQ(o.bytes, untouched);
-  EXPECT_EQ(lse[0], 7.0f);
-  EXPECT_EQ(psa_shard_attention(ctx.get(), &q.desc, q.bytes.data(), &ks.desc, ks.bytes.data(),
-                                &vs.desc, vs.bytes.data(), map.data(), nk, 0, &o.desc,
-                                o.bytes.data(), nullptr, sws.data(), sb, nullptr),
+  EXPECT_EQ(t.o.bytes, untouched);
+  EXPECT_EQ(t.lse[0], 7.0f);
+  EXPECT_EQ(psa_shard_attention(t.ctx.get(), &t.q.desc, t.q.bytes.data(), &t.ks.desc, t.ks.bytes.data(),
+                                &t.vs.desc, t.vs.bytes.data(), t.map.data(), nk, 0, &t.o.desc,
+                                t.o.bytes.data(), nullptr, t.shard_ws.data(), t.shard_ws_bytes, nullptr),
             PSA_ERR_NULL_POINTER);
   EXPECT_NE(std::string(psa_last_error_message()).find("lse"), std::string::npos);
-  EXPECT_EQ(shard(nk, nk - 2), PSA_OK) << psa_last_error_message();
+  EXPECT_EQ(t.shard(nk, nk - 2), PSA_OK) << psa_last_error_message();
 
   // Causal and the rearranging config are refused by both halves.
   ConfigPtr causal = preset("Wan2.1_1.3b", false);
   PSA_ASSERT_OK(psa_config_set_int(causal.get(), PSA_PARAM_CAUSAL, 1));
   ContextPtr cctx = make_ctx(causal.get());
-  EXPECT_EQ(psa_level_map_workspace_size(cctx.get(), &q.desc, &k.desc, &bytes), PSA_ERR_UNSUPPORTED);
+  EXPECT_EQ(psa_level_map_workspace_size(cctx.get(), &t.q.desc, &t.k.desc, &bytes), PSA_ERR_UNSUPPORTED);
   EXPECT_NE(std::string(psa_last_error_message()).find("causal = 1"), std::string::npos);
-  EXPECT_EQ(psa_shard_attention_workspace_size(cctx.get(), &q.desc, &ks.desc, &vs.desc, &o.desc, &sb),
+  EXPECT_EQ(psa_shard_attention_workspace_size(cctx.get(), &t.q.desc, &t.ks.desc, &t.vs.desc, &t.o.desc, &sb),
             PSA_ERR_UNSUPPORTED);
   ConfigPtr gil = preset("Wan2.1_1.3b", true);
   ContextPtr gctx = make_ctx(gil.get());
   PSA_ASSERT_OK(psa_context_set_video_grid(gctx.get(), 4, 8, 8, 0, PSA_TEXT_NONE));
-  EXPECT_EQ(psa_level_map_workspace_size(gctx.get(), &q.desc, &k.desc, &bytes), PSA_ERR_INVALID_STATE);
+  EXPECT_EQ(psa_level_map_workspace_size(gctx.get(), &t.q.desc, &t.k.desc, &bytes), PSA_ERR_INVALID_STATE);
   EXPECT_NE(std::string(psa_last_error_message()).find("use_rearrange = 1"), std::string::npos);
   // Too small a workspace names both sizes.
-  EXPECT_EQ(psa_compute_level_map(ctx.get(), &q.desc, q.bytes.data(), &k.desc, k.bytes.data(),
-                                  map.data(), ws.data(), 1, nullptr),
+  EXPECT_EQ(psa_compute_level_map(t.ctx.get(), &t.q.desc, t.q.bytes.data(), &t.k.desc, t.k.bytes.data(),
+                                  t.map.data(), t.map_ws.data(), 1, nullptr),
             PSA_ERR_WORKSPACE_TOO_SMALL);
   EXPECT_NE(std::string(psa_last_error_message()).find("workspace_bytes = 1"), std::string::npos);
 }
@@ -271,79 +299,49 @@ TEST(RingLevels, BadArgumentsAreNamed) {
 // int64 bytes: each is refused, named, and nothing is written. A bad entry outside the
 // shard's columns is not read.
 TEST(RingLevels, HostileMapsAndPointersAreRefusedBeforeWriting) {
-  std::mt19937_64 rng(std::random_device{}());
-  const int64_t D = 32;
-  HostTensor q = video_tensor(rng, PSA_DTYPE_F32, 2, 8, D, 0);  // 256 tokens
-  HostTensor k = video_tensor(rng, PSA_DTYPE_F32, 2, 8, D, 0);
-  ConfigPtr cfg = preset("Wan2.1_1.3b", false);
-  ContextPtr ctx = make_ctx(cfg.get());
-  int64_t bm = 0, bn = 0;
-  PSA_ASSERT_OK(psa_config_get_int(cfg.get(), PSA_PARAM_BLOCK_M, &bm));
-  PSA_ASSERT_OK(psa_config_get_int(cfg.get(), PSA_PARAM_BLOCK_N, &bn));
-  const int64_t nk = 256 / bn, mq = 256 / bm, rows = 2 * mq;
-  uint64_t bytes = 0;
-  PSA_ASSERT_OK(psa_level_map_workspace_size(ctx.get(), &q.desc, &k.desc, &bytes));
-  std::vector<uint8_t> ws(bytes);
-  std::vector<int8_t> map(static_cast<size_t>(rows * nk), 0);
-  PSA_ASSERT_OK(psa_compute_level_map(ctx.get(), &q.desc, q.bytes.data(), &k.desc, k.bytes.data(),
-                                      map.data(), ws.data(), bytes, nullptr));
-  // The shard: key blocks [nk - 2, nk).
-  HostTensor ks(PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, 2, 2 * bn, D), vs = ks;
-  for (int64_t j = 0; j < 2; ++j) {
-    ks.set_head(0, j, psa_test::random_vec(rng, static_cast<size_t>(2 * bn * D)));
-    vs.set_head(0, j, psa_test::random_vec(rng, static_cast<size_t>(2 * bn * D)));
-  }
-  HostTensor o(PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, 2, 256, D);
-  for (uint8_t& b : o.bytes) b = 0x5a;
-  const std::vector<uint8_t> untouched = o.bytes;
-  std::vector<float> lse(2 * 256, 7.0f);
-  uint64_t sb = 0;
-  PSA_ASSERT_OK(psa_shard_attention_workspace_size(ctx.get(), &q.desc, &ks.desc, &vs.desc, &o.desc, &sb));
-  std::vector<uint8_t> sws(sb);
-  auto shard = [&](const void* qp, const std::vector<int8_t>& m, int64_t map_nk, int64_t begin) {
-    return psa_shard_attention(ctx.get(), &q.desc, qp, &ks.desc, ks.bytes.data(), &vs.desc,
-                               vs.bytes.data(), m.data(), map_nk, begin, &o.desc, o.bytes.data(),
-                               lse.data(), sws.data(), sb, nullptr);
-  };
+  ShardSetup t(std::random_device{}());
+  const int64_t nk = t.nk;
+  const std::vector<uint8_t> untouched = t.o.bytes;
   auto unwritten = [&] {
-    EXPECT_EQ(o.bytes, untouched);
-    for (float x : lse) ASSERT_EQ(x, 7.0f);
+    EXPECT_EQ(t.o.bytes, untouched);
+    for (float x : t.lse) ASSERT_EQ(x, 7.0f);
   };
   const int bad_values[] = {3, 5, 6, 7, 9, 16, 64, -1, 127, -128};
-  std::uniform_int_distribution<int64_t> row_of(0, rows - 1), col_of(nk - 2, nk - 1);
+  std::uniform_int_distribution<int64_t> row_of(0, t.rows - 1), col_of(nk - 2, nk - 1);
   for (int bad : bad_values) {
-    std::vector<int8_t> m = map;
-    const int64_t r = row_of(rng), c = col_of(rng);
+    std::vector<int8_t> m = t.map;
+    const int64_t r = row_of(t.rng), c = col_of(t.rng);
     m[static_cast<size_t>(r * nk + c)] = static_cast<int8_t>(bad);
-    EXPECT_EQ(shard(q.bytes.data(), m, nk, nk - 2), PSA_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_EQ(t.shard(t.q.bytes.data(), m, nk, nk - 2), PSA_ERR_INVALID_ARGUMENT) << bad;
     const std::string msg = psa_last_error_message();
     EXPECT_NE(msg.find("levels[" + std::to_string(r * nk + c) + "] = " + std::to_string(bad)),
               std::string::npos) << msg;
     EXPECT_NE(msg.find("allowed: 0 (skipped), 1, 2, 4, 8"), std::string::npos) << msg;
     unwritten();
     // The same value in a column of another shard is not this call's business.
-    std::vector<int8_t> other = map;
+    std::vector<int8_t> other = t.map;
     other[static_cast<size_t>(r * nk)] = static_cast<int8_t>(bad);  // key block 0
     if (nk > 2) {
-      EXPECT_EQ(shard(q.bytes.data(), other, nk, nk - 2), PSA_OK) << psa_last_error_message();
-      for (uint8_t& b : o.bytes) b = 0x5a;
-      std::fill(lse.begin(), lse.end(), 7.0f);
+      EXPECT_EQ(t.shard(t.q.bytes.data(), other, nk, nk - 2), PSA_OK) << psa_last_error_message();
+      t.o.bytes = untouched;
+      std::fill(t.lse.begin(), t.lse.end(), 7.0f);
     }
   }
   // A q one byte off its float alignment.
-  std::vector<uint8_t> shifted(q.bytes.size() + 4);
-  std::memcpy(shifted.data() + 1, q.bytes.data(), q.bytes.size());
-  EXPECT_EQ(shard(shifted.data() + 1, map, nk, nk - 2), PSA_ERR_MISALIGNED_POINTER);
+  std::vector<uint8_t> shifted(t.q.bytes.size() + 4);
+  std::memcpy(shifted.data() + 1, t.q.bytes.data(), t.q.bytes.size());
+  EXPECT_EQ(t.shard(shifted.data() + 1, t.map, nk, nk - 2), PSA_ERR_MISALIGNED_POINTER);
   EXPECT_NE(std::string(psa_last_error_message()).find("q: address"), std::string::npos)
       << psa_last_error_message();
   unwritten();
-  EXPECT_EQ(psa_compute_level_map(ctx.get(), &q.desc, shifted.data() + 1, &k.desc, k.bytes.data(),
-                                  map.data(), ws.data(), bytes, nullptr),
+  EXPECT_EQ(psa_compute_level_map(t.ctx.get(), &t.q.desc, shifted.data() + 1, &t.k.desc,
+                                  t.k.bytes.data(), t.map.data(), t.map_ws.data(), t.map_ws_bytes,
+                                  nullptr),
             PSA_ERR_MISALIGNED_POINTER);
   EXPECT_NE(std::string(psa_last_error_message()).find("q: address"), std::string::npos);
   // map_key_blocks whose map size overflows: named, not a wrapped overlap.
   const int64_t huge = (int64_t{1} << 62) + 1;
-  EXPECT_EQ(shard(q.bytes.data(), map, huge, 0), PSA_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(t.shard(t.q.bytes.data(), t.map, huge, 0), PSA_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(psa_last_error_message()).find("map_key_blocks = " + std::to_string(huge)),
             std::string::npos) << psa_last_error_message();
   unwritten();
