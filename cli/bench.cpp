@@ -9,13 +9,11 @@
 // terminal) unless --quiet: filling the inputs of the large shapes and timing each config
 // take seconds each.
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "backend_info.h"
@@ -259,18 +257,17 @@ int int_in_range(const cxxopts::Options& opts, const cxxopts::ParseResult& r, co
   return v;
 }
 
-// --min-ms: a plain decimal number ("300", "2.5", "1e3"). Parsed here rather than by cxxopts,
-// whose stream conversion takes "5abc" as 5; nan, inf and hexadecimal are refused too.
+// --min-ms: a plain decimal number ("300", "2.5", "1e3"; parse_decimal), in range.
 double min_ms_option(const cxxopts::Options& opts, const cxxopts::ParseResult& r) {
   const std::string text = option_value<std::string>(opts, r, "min-ms");
-  const char* const end = text.data() + text.size();
-  double v = 0.0;
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v, std::chars_format::general);
   const std::string allowed = "[0, " + std::to_string(static_cast<int>(kMinMsMax)) + "]";
-  if (ec == std::errc::result_out_of_range) throw out_of_range("--min-ms", text, allowed, opts);
-  if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(v)) {
-    throw UsageError("--min-ms: '" + text + "' is not a valid value for this option (a decimal "
-                     "number of milliseconds)", opts.help());
+  double v = 0.0;
+  switch (parse_decimal(text, &v)) {
+    case Decimal::kOutOfRange: throw out_of_range("--min-ms", text, allowed, opts);
+    case Decimal::kNotANumber:
+      throw UsageError("--min-ms: '" + text + "' is not a valid value for this option (a decimal "
+                       "number of milliseconds)", opts.help());
+    case Decimal::kOk: break;
   }
   if (!(v >= 0.0 && v <= kMinMsMax)) throw out_of_range("--min-ms", text, allowed, opts);
   return v;

@@ -3,12 +3,12 @@
 // carrying the subcommand's help text.
 #pragma once
 #include <cctype>
-#include <cerrno>
+#include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <cxxopts.hpp>
 #include <set>
 #include <string>
+#include <system_error>
 
 #include "cli.h"
 
@@ -76,17 +76,18 @@ inline void check_given_once(const cxxopts::Options& opts, const cxxopts::ParseR
   }
 }
 
-// A float option's text as a finite double: all of it ("5abc", "0x10", "1e999" and "nan"
-// are refused; cxxopts' stream conversion would read "5abc" as 5).
-inline bool parse_finite_double(const std::string& text, double* out) {
-  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return false;
-  if (text.find_first_of("xXnNiI") != std::string::npos) return false;  // hex, nan, inf
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v)) return false;
+// A number option's text, read whole as a decimal double ("300", "2.5", "1e3"): cxxopts'
+// stream conversion would take "5abc" as 5. Hexadecimal, a sign '+', spaces, nan and inf are
+// not numbers here; a value past double's range (1e400) is kOutOfRange.
+enum class Decimal { kOk, kNotANumber, kOutOfRange };
+inline Decimal parse_decimal(const std::string& text, double* out) {
+  const char* const end = text.data() + text.size();
+  double v = 0.0;
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v, std::chars_format::general);
+  if (ec == std::errc::result_out_of_range) return Decimal::kOutOfRange;
+  if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(v)) return Decimal::kNotANumber;
   *out = v;
-  return true;
+  return Decimal::kOk;
 }
 
 // Parses argv (starting at the subcommand name). Returns false after printing the help

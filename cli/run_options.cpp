@@ -220,7 +220,7 @@ bool parse_run_options(int argc, const char* const* argv, bool demo, RunOptions&
   p.quiet = r.count("quiet") != 0;
   if (r.count("max-error")) {
     const std::string text = str("max-error");
-    if (!parse_finite_double(text, &p.max_error) || p.max_error < 0.0)
+    if (parse_decimal(text, &p.max_error) != Decimal::kOk || p.max_error < 0.0)
       usage("--max-error '" + text + "': expected a number >= 0");
   }
   if (r.count("mask-png")) p.mask.png = str("mask-png");
