@@ -119,6 +119,12 @@ ConfigPtr dense_reference(const psa_config* cfg) {
 VideoGrid apply_grid(const RunOptions& o, const PresetInfo& info, psa_context* ctx) {
   VideoGrid g;
   g.text = o.text_length >= 0 ? o.text_length : info.text_length;
+  if (g.text == 0 && o.text_position >= 0)
+    throw UsageError(std::string("--text-position ") +
+                     (o.text_position == PSA_TEXT_LAST ? "last" : "first") +
+                     ": there are no text tokens (text length 0" +
+                     (o.text_length >= 0 ? ", --text-length 0)" : ", the preset's)") +
+                     "; give --text-length N or leave --text-position out");
   g.position = g.text == 0 ? PSA_TEXT_NONE
                : o.text_position >= 0 ? static_cast<psa_text_position>(o.text_position)
                                       : PSA_TEXT_FIRST;
