@@ -224,17 +224,28 @@ impl Config {
         Ok(value)
     }
 
-    /// Sets a parameter by its name ("block_size.n"), as an int or a double by its type.
+    /// Sets a parameter by its name ("block_size.n"), as an int or a double by its type. An
+    /// integer parameter takes only a whole `value` inside i64 (64.9, NaN or 1e19 is an
+    /// error naming the parameter and the value, as in YAML).
     pub fn set(&mut self, name: &str, value: f64) -> Result<()> {
         let param = param_from_name(name)?;
         if param_is_int(param)? {
+            // -2^63 <= value < 2^63: both bounds are exact in f64.
+            let whole = value.is_finite() && value.fract() == 0.0;
+            if !whole || value < -9.223_372_036_854_775_808e18 || value >= 9.223_372_036_854_775_808e18 {
+                return Err(Error::new(
+                    sys::PSA_ERR_INVALID_ARGUMENT,
+                    format!("{} = {}: expected an integer", name, value),
+                ));
+            }
             self.set_int(param, value as i64)
         } else {
             self.set_double(param, value)
         }
     }
 
-    /// Reads a parameter by its name, as f64.
+    /// Reads a parameter by its name, as f64 (an integer above 2^53 in magnitude is rounded:
+    /// read it with [`get_int`](Self::get_int)).
     pub fn get(&self, name: &str) -> Result<f64> {
         let param = param_from_name(name)?;
         if param_is_int(param)? {
@@ -426,10 +437,16 @@ impl Context {
         k_desc.check_slice::<T>("k", k.len())?;
         v_desc.check_slice::<T>("v", v.len())?;
         out_desc.check_slice::<T>("out", out.len())?;
+        // libpsa checks the shapes first: after it, B * H * L fits in i64.
+        let bytes = self.workspace_size(q_desc, k_desc, v_desc, out_desc)?;
         let lse_ptr = match lse {
             Some(lse) => {
                 let s = out_desc.shape();
-                let need = (s[0] * s[1] * s[2]) as usize;
+                let need = s[0]
+                    .checked_mul(s[1])
+                    .and_then(|n| n.checked_mul(s[2]))
+                    .and_then(|n| usize::try_from(n).ok())
+                    .unwrap_or(usize::MAX);
                 if lse.len() < need {
                     return Err(Error::new(
                         sys::PSA_ERR_BUFFER_TOO_SMALL,
@@ -440,7 +457,6 @@ impl Context {
             }
             None => ptr::null_mut(),
         };
-        let bytes = self.workspace_size(q_desc, k_desc, v_desc, out_desc)?;
         let words = ((bytes + 7) / 8) as usize;
         if self.workspace.len() < words {
             self.workspace.resize(words, 0);

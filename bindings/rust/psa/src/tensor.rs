@@ -175,13 +175,24 @@ impl TensorDesc {
         }
     }
 
-    /// Elements a buffer must hold: one past the largest offset the strides reach.
-    pub fn span(&self) -> usize {
+    /// Elements a buffer must hold: one past the largest offset the strides reach. 0 for a
+    /// shape with a dimension below 1; `None` when the offset does not fit in i64 / usize
+    /// (libpsa refuses such a descriptor: "extent overflows int64").
+    pub fn checked_span(&self) -> Option<usize> {
         if self.0.shape.iter().any(|&e| e <= 0) {
-            return 0;
+            return Some(0);
         }
-        let last: i64 = self.0.shape.iter().zip(self.0.strides.iter()).map(|(e, s)| (e - 1) * s).sum();
-        (last + 1).max(0) as usize
+        let mut last: i64 = 0;
+        for (&e, &s) in self.0.shape.iter().zip(self.0.strides.iter()) {
+            last = last.checked_add((e - 1).checked_mul(s)?)?;
+        }
+        usize::try_from(last.checked_add(1)?.max(0)).ok()
+    }
+
+    /// As [`checked_span`](Self::checked_span), with `usize::MAX` for a span that does not
+    /// fit (no slice is that long).
+    pub fn span(&self) -> usize {
+        self.checked_span().unwrap_or(usize::MAX)
     }
 
     /// The descriptor for the FFI.
@@ -202,10 +213,19 @@ impl TensorDesc {
                 format!("{}: negative stride {:?}", name, self.0.strides),
             ));
         }
-        if len < self.span() {
+        let span = self.checked_span().ok_or_else(|| {
+            Error::new(
+                sys::PSA_ERR_INVALID_STRIDE,
+                format!(
+                    "{}: shape {:?} with strides {:?} reaches past i64 elements",
+                    name, self.0.shape, self.0.strides
+                ),
+            )
+        })?;
+        if len < span {
             return Err(Error::new(
                 sys::PSA_ERR_BUFFER_TOO_SMALL,
-                format!("{}: slice of {} elements; the descriptor reaches {}", name, len, self.span()),
+                format!("{}: slice of {} elements; the descriptor reaches {}", name, len, span),
             ));
         }
         Ok(())

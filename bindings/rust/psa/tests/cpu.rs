@@ -263,3 +263,47 @@ fn struct_sizes_match_the_header() {
     assert_eq!(std::mem::size_of::<sys::psa_tensor_desc>(), 72);
     assert_eq!(bnsd(DType::F32).raw().struct_size as usize, std::mem::size_of::<sys::psa_tensor_desc>());
 }
+
+#[test]
+fn hostile_descriptors_and_values_are_errors_not_panics() {
+    // Strides whose last offset passes i64: no overflow panic (debug) or wrapped span
+    // (release); the slice check names the strides.
+    let wide = TensorDesc::strided(DType::F32, [3, 1, 1, 64], [1 << 62, 64, 64, 1]);
+    assert_eq!(wide.checked_span(), None);
+    assert_eq!(wide.span(), usize::MAX);
+    let half = i64::MAX / 2 + 1;
+    let wide2 = TensorDesc::strided(DType::F32, [2, 2, 1, 64], [half, half, 64, 1]);
+    assert_eq!(wide2.checked_span(), None);
+    let cfg = Config::load("Wan2.1_1.3b", Some("baseline")).unwrap();
+    let mut ctx = Context::new(&cfg, Backend::Cpu, -1).unwrap();
+    let one = vec![0f32; 64];
+    let mut out = vec![7f32; 64];
+    let err = ctx.forward(&wide, &one, &wide, &one, &wide, &one, &wide, &mut out, None).unwrap_err();
+    assert_eq!(err.status(), sys::PSA_ERR_INVALID_STRIDE);
+    assert!(err.message().starts_with("q: shape [3, 1, 1, 64] with strides"), "{}", err);
+    assert!(out.iter().all(|&x| x == 7.0));
+
+    // B * H * L of an lse past i64, and a negative batch: libpsa's shape message, not an lse
+    // length computed from them.
+    let huge = TensorDesc::strided(DType::F32, [1 << 22, 1 << 21, 1 << 21, 1], [0, 0, 0, 1]);
+    let mut lse = vec![0f32; 4];
+    let err = ctx
+        .forward(&huge, &one, &huge, &one, &huge, &one, &huge, &mut out, Some(&mut lse))
+        .unwrap_err();
+    assert_ne!(err.status(), sys::PSA_ERR_BUFFER_TOO_SMALL, "{}", err);
+    let neg = TensorDesc::strided(DType::F32, [-1, 1, 1, 64], [64, 64, 64, 1]);
+    let err = ctx.forward(&neg, &one, &neg, &one, &neg, &one, &neg, &mut out, Some(&mut lse)).unwrap_err();
+    assert_eq!(err.status(), sys::PSA_ERR_INVALID_SHAPE);
+    assert!(err.message().contains("shape[0] (batch) = -1"), "{}", err);
+
+    // An integer parameter set through f64 takes whole values inside i64 only.
+    let mut cfg = Config::load("Wan2.1_1.3b", Some("psa_topk")).unwrap();
+    for bad in [64.9, f64::NAN, f64::INFINITY, -0.5, 1e19, -1e19] {
+        let err = cfg.set("warmup_steps", bad).unwrap_err();
+        assert_eq!(err.status(), sys::PSA_ERR_INVALID_ARGUMENT);
+        assert_eq!(err.message(), format!("warmup_steps = {}: expected an integer", bad));
+    }
+    assert_eq!(cfg.get_int(sys::PSA_PARAM_WARMUP_STEPS).unwrap(), 15);
+    cfg.set("block_size.n", 64.0).unwrap();
+    assert_eq!(cfg.get_int(sys::PSA_PARAM_BLOCK_N).unwrap(), 64);
+}
