@@ -128,7 +128,8 @@ PSA_API const char* psa_status_string(psa_status status);
 PSA_API const char* psa_status_name(psa_status status);
 /* Message of the last failing call on this thread, e.g.
  * "k: shape[3] (head_dim) = 96; expected the same as q (64)". Empty string when the last
- * call on this thread succeeded. Valid until the next libpsa call on this thread. */
+ * call on this thread succeeded. Valid until the next libpsa call on this thread. Always
+ * valid UTF-8: a byte of an echoed value (a YAML key, a path) that is not becomes U+FFFD. */
 PSA_API const char* psa_last_error_message(void);
 /* Status of the last libpsa call on this thread (PSA_OK after a success). */
 PSA_API psa_status psa_last_error_status(void);

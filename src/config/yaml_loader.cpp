@@ -26,6 +26,7 @@
 
 #include "config/params.h"
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace psa {
 namespace {
@@ -496,8 +497,31 @@ std::string preset_path(const std::string& model, const std::string& preset) {
   return model + ".attention_configs." + preset;
 }
 
+// YAML text is Unicode (YAML 1.2, 5.2); the names it gives (models, presets) come back to
+// callers, whose bindings decode them as UTF-8. UTF-16/32 text (a byte order mark first) is
+// decoded by yaml-cpp itself; anything else must be well-formed UTF-8.
+psa_status check_utf8(const std::string& text, const std::string& source) {
+  const auto starts = [&](const char* bom, size_t n) { return text.compare(0, n, bom, n) == 0; };
+  if (starts("\xFE\xFF", 2) || starts("\xFF\xFE", 2) || starts("\0\0\xFE\xFF", 4)) return PSA_OK;
+  const size_t bad = first_non_utf8(text);
+  if (bad == text.size()) return PSA_OK;
+  int line = 1, column = 1;
+  for (size_t i = 0; i < bad; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+      ++column;  // one per character, not per byte
+    }
+  }
+  return set_error(PSA_ERR_YAML_PARSE,
+                   "%s: line %d, column %d: byte 0x%02X is not UTF-8; YAML text must be UTF-8",
+                   source.c_str(), line, column, static_cast<unsigned>(static_cast<unsigned char>(text[bad])));
+}
+
 psa_status parse_root(const std::string& text, const std::string& source,
                       std::vector<Entry>* models) {
+  PSA_TRY(check_utf8(text, source));
   Node root;
   try {
     root = YAML::Load(text);

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/utf8.h"
+
 namespace psa {
 namespace {
 struct ErrorSlot {
@@ -124,6 +126,25 @@ std::string bounded_message(const char* fmt, va_list ap) {
   return shortened(msg, kMaxMessage - 64);
 }
 
+// Messages echo what callers gave (YAML keys, paths), which may be any bytes; bindings
+// decode the message as UTF-8 (C#'s marshaller throws on a bad byte). Every byte that does
+// not start a well-formed sequence becomes U+FFFD, as psa --json writes it.
+std::string valid_utf8(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence(s, i);
+    if (n == 0) {
+      o += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      o.append(s, i, n);
+      i += n;
+    }
+  }
+  return o;
+}
+
 }  // namespace
 
 psa_status set_error(psa_status status, const char* fmt, ...) {
@@ -131,7 +152,7 @@ psa_status set_error(psa_status status, const char* fmt, ...) {
   try {
     va_list ap;
     va_start(ap, fmt);
-    std::string msg = bounded_message(fmt, ap);
+    std::string msg = valid_utf8(bounded_message(fmt, ap));
     va_end(ap);
     g_error.message.swap(msg);
   } catch (...) {
@@ -148,8 +169,8 @@ psa_status clear_error() {
 
 void prefix_error(const std::string& prefix) {
   try {
-    g_error.message = shortened(shortened(prefix, kMaxEchoedValue) + ": " + g_error.message,
-                                kMaxMessage - 64);
+    g_error.message = valid_utf8(shortened(shortened(prefix, kMaxEchoedValue) + ": " +
+                                           g_error.message, kMaxMessage - 64));
   } catch (...) {
   }
 }

@@ -5,6 +5,8 @@
 
 #include <cstring>
 #include <functional>
+#include <random>
+#include <string>
 #include <thread>
 
 #include "common/api_util.h"
@@ -258,6 +260,57 @@ TEST(Api, CudaBackendUnavailableOrNoDeviceIsAStatus) {
   EXPECT_NE(psa_context_backend(autoc), PSA_BACKEND_AUTO);
   psa_context_destroy(autoc);
   psa_config_destroy(c);
+}
+
+// Well-formed UTF-8 per Unicode Table 3-7 (an independent check of the message bytes).
+bool well_formed_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char b = static_cast<unsigned char>(s[i]);
+    size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size() || (n == 2 && b < 0xC2) || (n == 4 && b > 0xF4)) return false;
+    uint32_t cp = n == 1 ? b : n == 2 ? (b & 0x1F) : n == 3 ? (b & 0x0F) : (b & 0x07);
+    for (size_t j = 1; j < n; ++j) {
+      const unsigned char c = static_cast<unsigned char>(s[i + j]);
+      if ((c & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return false;
+    i += n;
+  }
+  return true;
+}
+
+// Messages echo caller bytes (model names, YAML keys, paths); whatever they are, the message
+// is valid UTF-8 (bindings decode it as such), with U+FFFD for each bad byte.
+TEST(Api, LastErrorMessageIsValidUtf8) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_int_distribution<int> byte(1, 255);
+  for (int round = 0; round < 200; ++round) {
+    std::string model(static_cast<size_t>(1 + round % 24), 'm');
+    for (char& c : model) c = static_cast<char>(byte(rng));
+    psa_config* c = nullptr;
+    EXPECT_NE(psa_config_load_embedded(model.c_str(), nullptr, &c), PSA_OK);
+    EXPECT_EQ(c, nullptr);
+    const std::string msg = psa_last_error_message();
+    EXPECT_TRUE(well_formed_utf8(msg)) << round;
+  }
+  // A model name with a lone 0xff and a truncated sequence: U+FFFD for each bad start.
+  psa_config* c = nullptr;
+  EXPECT_EQ(psa_config_load_embedded("M\xff\xe2\x82", nullptr, &c), PSA_ERR_NOT_FOUND);
+  std::string msg = psa_last_error_message();
+  EXPECT_TRUE(well_formed_utf8(msg)) << msg;
+  EXPECT_NE(msg.find("M\xEF\xBF\xBD\xEF\xBF\xBD"), std::string::npos) << msg;
+  // YAML text that is not UTF-8 is refused where the bad byte is (its names would reach the
+  // caller); a UTF-8 name passes.
+  const std::string yaml = "ok:\n  default_attention: p\nM\xc3\xa9\xff:\n  x: 1\n";
+  EXPECT_EQ(psa_config_load_string(yaml.c_str(), "ok", nullptr, &c), PSA_ERR_YAML_PARSE);
+  msg = psa_last_error_message();
+  EXPECT_NE(msg.find("<string>: line 3, column 3: byte 0xFF is not UTF-8"), std::string::npos) << msg;
+  psa_catalog* cat = nullptr;
+  EXPECT_EQ(psa_catalog_open_string(yaml.c_str(), &cat), PSA_ERR_YAML_PARSE);
+  EXPECT_EQ(cat, nullptr);
 }
 
 }  // namespace
