@@ -191,6 +191,9 @@ PSA_CS_OUT(psa_catalog **, out, global::System.IntPtr)
 PSA_CS_OUT(const char **, name, global::System.IntPtr)
 PSA_CS_OUT(psa_param *, param, Param)
 PSA_CS_OUT(psa_param_type *, type, ParamType)
+/* A C# string may hold U+0000, which the C string would end at: "Wan2.1_1.3b\0x" would load
+ * Wan2.1_1.3b, a path "/etc/passwd\0.yaml" would open /etc/passwd. Refused by name. */
+%typemap(csin, pre="    PsaStrings.CheckNoNul($csinput, \"$csinput\");") const char * "$csinput"
 /* Small int64 arrays ({t, h, w}) are long[] (pinned for the call) or null. */
 %typemap(ctype) const int64_t *latent_shape_q "int64_t *"
 %typemap(imtype) const int64_t *latent_shape_q "long[]"
@@ -229,6 +232,16 @@ PSA_CS_OUT(psa_param_type *, type, ParamType)
 %rename(Stats) psa_stats;
 /* csharp/TensorDesc.cs adds factories (layouts, element counts) to the proxy. */
 %typemap(csclassmodifiers) psa_tensor_desc, struct psa_tensor_desc "public partial class"
+/* A disposed proxy passes NULL as self to its accessors: an exception, not a NULL
+ * dereference in the wrapper. */
+%typemap(check, canthrow=1) psa_tensor_desc *self, struct psa_tensor_desc *self, psa_stats *self,
+                           struct psa_stats *self %{
+  if (!$1) {
+    SWIG_CSharpSetPendingExceptionArgument(SWIG_CSharpArgumentNullException,
+                                           "the object was disposed", "this");
+    return $null;
+  }
+%}
 #endif
 %ignore psa_tensor_desc::shape;
 %ignore psa_tensor_desc::strides;

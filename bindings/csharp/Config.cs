@@ -79,10 +79,22 @@ public sealed class Config : IDisposable {
     GC.KeepAlive(this);
   }
 
-  /// <summary>Sets a parameter by name, as an int or a double according to its type.</summary>
+  /// <summary>Sets a parameter by name, as an int or a double according to its type. An
+  /// integer parameter takes only a whole value inside long (64.9, NaN or 1e19 throw, naming
+  /// the parameter and the value, as YAML does).</summary>
   public void Set(string name, double value) {
     Param param = ParamFromName(name);
-    if (IsInt(param)) Set(param, (long)value); else Set(param, value);
+    if (!IsInt(param)) {
+      Set(param, value);
+      return;
+    }
+    // -2^63 <= value < 2^63: both bounds are exact doubles.
+    if (double.IsNaN(value) || double.IsInfinity(value) || Math.Floor(value) != value ||
+        value < -9223372036854775808.0 || value >= 9223372036854775808.0)
+      throw new PsaException(Status.ERR_INVALID_ARGUMENT,
+                             name + " = " + value.ToString("R", System.Globalization.CultureInfo.InvariantCulture) +
+                             ": expected an integer");
+    Set(param, (long)value);
   }
 
   public long GetInt(Param param) {

@@ -25,6 +25,7 @@ public sealed class Context : IDisposable {
   private byte[] workspace = new byte[0];  // CPU forwards on arrays reuse it
 
   public Context(Config config, Backend backend = Backend.AUTO, int device = -1) {
+    if (config == null) throw new ArgumentNullException("config");
     IntPtr ptr;
     PsaNative.psa_context_create(config.Ptr, backend, device, out ptr);
     GC.KeepAlive(config);
@@ -88,6 +89,7 @@ public sealed class Context : IDisposable {
   public void Forward(TensorDesc qDesc, ushort[] q, TensorDesc kDesc, ushort[] k,
                       TensorDesc vDesc, ushort[] v, TensorDesc outDesc, ushort[] output,
                       float[] lse = null) {
+    if (qDesc == null) throw new ArgumentNullException("qDesc");
     if (qDesc.dtype == DType.F32)
       throw new PsaException(Status.ERR_INVALID_DTYPE,
                              "q: dtype = f32 with ushort[] data; use float[] for f32");
@@ -108,13 +110,14 @@ public sealed class Context : IDisposable {
     CheckLength("k", kDesc, kLen, arrayType);
     CheckLength("v", vDesc, vLen, arrayType);
     CheckLength("out", outDesc, outLen, arrayType);
+    // libpsa checks the shapes first: after it, B * H * L fits in a long.
+    ulong bytes = WorkspaceSize(qDesc, kDesc, vDesc, outDesc);
     if (lse != null) {
       long need = outDesc.get_shape(0) * outDesc.get_shape(1) * outDesc.get_shape(2);
       if (lse.Length < need)
         throw new PsaException(Status.ERR_BUFFER_TOO_SMALL,
                                "lse: " + lse.Length + " floats; need " + need + " (B*H*L)");
     }
-    ulong bytes = WorkspaceSize(qDesc, kDesc, vDesc, outDesc);
     if ((ulong)workspace.Length < bytes) workspace = new byte[bytes];
     var pins = new GCHandle[6];
     try {

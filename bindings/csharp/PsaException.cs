@@ -19,4 +19,14 @@ public class PsaException : Exception {
   }
 }
 
+// Argument checks of the generated layer (psa.i's typemaps).
+internal static class PsaStrings {
+  // A string passed to C must not hold U+0000: C would read it only up to there.
+  internal static void CheckNoNul(string value, string name) {
+    if (value != null && value.IndexOf('\0') >= 0)
+      throw new PsaException(Status.ERR_INVALID_ARGUMENT,
+                             name + ": contains a NUL character at index " + value.IndexOf('\0'));
+  }
+}
+
 }  // namespace Psa

@@ -27,15 +27,22 @@ public partial class TensorDesc {
   public long[] Shape { get { return new[] { get_shape(0), get_shape(1), get_shape(2), get_shape(3) }; } }
   public long[] Strides { get { return new[] { get_stride(0), get_stride(1), get_stride(2), get_stride(3) }; } }
 
-  /// <summary>Elements a buffer must hold: one past the largest offset the strides reach.</summary>
+  /// <summary>Elements a buffer must hold: one past the largest offset the strides reach;
+  /// long.MaxValue when that does not fit in a long (libpsa refuses such a descriptor).</summary>
   public long Span {
     get {
       long last = 0;
-      for (int i = 0; i < 4; ++i) {
-        if (get_shape(i) <= 0) return 0;
-        last += (get_shape(i) - 1) * get_stride(i);
+      try {
+        checked {
+          for (int i = 0; i < 4; ++i) {
+            if (get_shape(i) <= 0) return 0;
+            last += (get_shape(i) - 1) * get_stride(i);
+          }
+          return last + 1;
+        }
+      } catch (OverflowException) {
+        return long.MaxValue;
       }
-      return last + 1;
     }
   }
 }

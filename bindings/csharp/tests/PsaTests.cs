@@ -262,6 +262,64 @@ static class PsaTests {
       }
     });
 
+    Check("disposed descriptors and stats throw, not crash", () => {
+      var d = TensorDesc.Create(Layout.BNSD, DType.F32, 1, H, L, D);
+      d.Dispose();
+      foreach (Action use in new Action[] { () => { var n = d.Span; }, () => { var t = d.dtype; },
+                                            () => d.get_shape(0) }) {
+        try {
+          use();
+          throw new Exception("no exception");
+        } catch (ArgumentNullException e) {
+          Assert(e.Message.Contains("disposed"), e.Message);
+        }
+      }
+      var stats = new Stats();
+      stats.Dispose();
+      try {
+        stats.get_stage_ms(0);
+        throw new Exception("no exception");
+      } catch (ArgumentNullException) {
+      }
+      using (var cfg = Config.Load("Wan2.1_1.3b", "baseline"))
+      using (var ctx = new Context(cfg, Backend.CPU)) {
+        try {
+          ctx.Forward(d, q, desc, k, desc, v, desc, new float[q.Length]);
+          throw new Exception("no exception");
+        } catch (ArgumentNullException) {
+        }
+      }
+    });
+
+    Check("strings with NUL and non-integer values are refused by name", () => {
+      PsaException e = Throws(() => Config.Load("Wan2.1_1.3b\0garbage", "psa_balanced"));
+      Assert(e.Status == Status.ERR_INVALID_ARGUMENT && e.Message.StartsWith("model: contains a NUL"), e.Message);
+      e = Throws(() => Config.LoadFile("/etc/passwd\0.yaml", "m"));
+      Assert(e.Message.StartsWith("path: contains a NUL") && !e.Message.Contains("root"), e.Message);
+      using (var cfg = Config.Load("Wan2.1_1.3b", "psa_topk")) {
+        e = Throws(() => cfg.Set("warmup_steps\0evil", 3));
+        Assert(e.Status == Status.ERR_INVALID_ARGUMENT, e.Message);
+        foreach (double bad in new[] { 64.9, double.NaN, double.PositiveInfinity, -0.5, 1e19 }) {
+          e = Throws(() => cfg.Set("warmup_steps", bad));
+          Assert(e.Status == Status.ERR_INVALID_ARGUMENT && e.Message.EndsWith(": expected an integer"), e.Message);
+        }
+        Assert(cfg.GetInt(Param.WARMUP_STEPS) == 15, "unchanged after refusals");
+      }
+      try {
+        new Context(null);
+        throw new Exception("no exception");
+      } catch (ArgumentNullException) {
+      }
+      // A YAML key that is not UTF-8: a status and message, not a marshalling failure.
+      string path = System.IO.Path.GetTempFileName();
+      System.IO.File.WriteAllBytes(path, new byte[] { (byte)'M', 0xff, (byte)':', (byte)' ', (byte)'1', 10 });
+      e = Throws(() => Config.LoadFile(path, "x"));
+      Assert(e.Status == Status.ERR_YAML_PARSE && e.Message.Contains("0xFF is not UTF-8"), e.Message);
+      System.IO.File.Delete(path);
+      var wide = TensorDesc.Strided(DType.F32, new long[] { 3, 1, 1, 64 }, new long[] { 1L << 62, 64, 64, 1 });
+      Assert(wide.Span == long.MaxValue, "span " + wide.Span);
+    });
+
     Console.WriteLine(passed + " passed, " + failed + " failed");
     return failed == 0 ? 0 : 1;
   }

@@ -338,6 +338,8 @@ class _Model:
 
 
 def _catalog(path: Optional[str] = None, yaml: Optional[str] = None) -> Dict[str, _Model]:
+    check_text("path", None if path is None else str(path))
+    check_text("yaml", yaml)
     cat = (capi.psa_catalog_open_string(yaml) if yaml is not None
            else capi.psa_catalog_open(None if path is None else str(path)))
     models: Dict[str, _Model] = {}

@@ -91,6 +91,11 @@ def test_config_keys_and_values():
         psa.Config.load("Wan2.1_1.3b\0junk")
     with pytest.raises(ValueError, match="NUL"):
         psa.Context("Wan2.1_1.3b\0junk", backend="cpu")
+    # The catalog too: "/etc/passwd\0.yaml" must not open /etc/passwd.
+    with pytest.raises(ValueError, match="path = '/etc/passwd\\\\x00.yaml': must not contain a NUL"):
+        psa.presets(path="/etc/passwd\0.yaml")
+    with pytest.raises(ValueError, match="yaml = .*: must not contain a NUL"):
+        psa.presets(yaml="Wan:\n  default_attention: p\0[[[")
     with pytest.raises(ValueError, match="config key"):
         cfg[2**70]
     for key, value in (("seed", [1]), ("sparsity", None), ("sparsity", 1j), ("seed", {})):
