@@ -15,7 +15,8 @@ from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 from . import capi
 from ._config import Config, Method, Value
 from ._context import Context, StreamLike, check_out, check_same_device, stream_handle
-from ._tensors import Tensor, allocate, describe, describe_flat, framework_stream, parse_layout
+from ._tensors import (Tensor, allocate, describe, describe_flat, framework_stream, host_bytes,
+                       parse_layout)
 
 _INT64_MAX = 2**63 - 1
 
@@ -267,11 +268,13 @@ def _run(key_extra: Hashable, make_config: Any, q: Any, k: Any, v: Any, layout: 
         capi.psa_check_supported(ctx.handle, tq.desc, tk.desc, tv.desc, None)
         return _Entry(ctx, int(cfg["warmup_steps"]), device)
 
+    # The context first: a build without the CUDA backend says so (psa.Error) before
+    # anything is asked of a framework.
+    entry = _CACHE.get(key, make)
     template = _gpu_allocator_template(tq, q) if device == "cuda" else q
     if out is None and template is not q:
         raise TypeError("out: a %s array cannot be allocated here; pass out= (a writable "
                         "CUDA array of q's shape and dtype)" % type(q).__name__)
-    entry = _CACHE.get(key, make)
     while True:
         entry.lock.acquire()
         if entry.context._handle is not None:
@@ -302,9 +305,7 @@ def _run(key_extra: Hashable, make_config: Any, q: Any, k: Any, v: Any, layout: 
                 ws_address, _, _, ws_keep = describe_flat(ws, "workspace")
         if needed and device == "cpu":
             if entry.host_workspace is None:
-                import numpy as np
-
-                entry.host_workspace = np.empty((needed,), dtype=np.uint8)
+                entry.host_workspace = host_bytes(needed, "workspace")
             ws_address = int(entry.host_workspace.ctypes.data)
         capi.psa_context_set_step(handle, step if step is not None else entry.warmup_steps)
         capi.psa_attention_forward(handle, tq.desc, tq.address, tk.desc, tk.address, tv.desc,
@@ -352,7 +353,9 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
         ([B, L, H, D], as flash_attn); any strides with a contiguous head dim; float32,
         float16 or bfloat16 (CUDA: float16/bfloat16, head_dim 64 or 128). K/V may have fewer
         heads than q (GQA/MQA). NumPy arrays run on the CPU backend; PyTorch, CuPy, or any
-        ``__dlpack__`` / ``__cuda_array_interface__`` array runs where its data lives.
+        ``__dlpack__`` / ``__cuda_array_interface__`` array runs where its data lives. An
+        array interface's pointer, shape and strides are trusted as NumPy trusts them: an
+        object whose interface describes memory it does not own is read out of bounds.
     model, preset: a preset of the embedded attention_config.yaml (``psa.presets()``);
         default: Wan2.1_1.3b's default preset. config: a psa.Config instead, or a dict of
         parameter overrides applied to the preset (``{"mask_ratios.1": 0.2}``).
@@ -398,8 +401,12 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
     axes = parse_layout(layout)
     # The grid describes the key sequence; q follows it too unless it is a shard of the
     # queries (use_rearrange off: libpsa then says so when they differ).
-    k_shape = getattr(k, "shape", None)
-    seq_len = _seq_len(k if k_shape is not None and len(k_shape) == 4 else q, axes)
+    q_shape = _shape4(q, "q", layout)
+    try:
+        k_shape = _shape4(k, "k", layout)
+    except (TypeError, ValueError):
+        k_shape = q_shape  # _run names k's problem
+    seq_len = k_shape[axes[2]]
     g = _check_grid(grid, text_length, seq_len)
     if g is None:
         cfg["use_rearrange"] = False
@@ -419,13 +426,18 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
                 return_lse, stream, step, full_grid)
 
 
-def _seq_len(q: Any, axes: Tuple[int, int, int, int]) -> int:
-    shape = getattr(q, "shape", None)
-    if shape is None or len(shape) != 4:
-        # describe() gives the precise error (not an array / not 4-D)
-        describe(q, "q", "bhld")
-        raise ValueError("q: expected a 4-D array")
-    return int(shape[axes[2]])
+def _shape4(obj: Any, name: str, layout: str) -> Tuple[int, ...]:
+    """The 4-D shape (caller's order) of an array: its .shape, or what its array interface
+    or DLPack capsule says for objects without one; describe() gives the precise error (not
+    an array, not 4-D, dtype)."""
+    shape = getattr(obj, "shape", None)
+    try:
+        dims = tuple(int(x) for x in shape) if shape is not None else None
+    except (TypeError, ValueError):
+        dims = None
+    if dims is None or len(dims) != 4:
+        dims = tuple(describe(obj, name, layout).shape)
+    return dims
 
 
 _SPARSE_TYPES = {None: Method.DENSE, "rf_v2": Method.RF_V2, "ada_bsa": Method.ADA_BSA}
@@ -488,10 +500,7 @@ def sparse_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
                               or not scale > 0):
         raise ValueError("scale = %r: expected a float > 0 (None: 1/sqrt(head_dim))" % (scale,))
     axes = parse_layout(layout)
-    shape = getattr(query, "shape", None)
-    if shape is None or len(shape) != 4:
-        describe(query, "query", layout)
-        raise ValueError("query: expected a 4-D array")
+    shape = _shape4(query, "query", layout)
     heads, seq_len = int(shape[axes[1]]), int(shape[axes[2]])
     if head_num is not None and (isinstance(head_num, bool) or head_num != heads):
         raise ValueError("head_num = %r: query has %d heads (N of %s)"

@@ -11,8 +11,8 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 from . import capi
 from ._config import Config, Precision
 from ._errors import Error
-from ._tensors import (Tensor, allocate, describe, describe_flat, dtype_name, framework_stream,
-                       is_cuda_device)
+from ._tensors import (Flat, Tensor, allocate, describe, describe_flat, dtype_name, flat,
+                       framework_stream, is_cuda_device)
 
 # Longest token order psa_context_sequence_order builds (include/psa.h: 2^31 - 1 tokens).
 _MAX_ORDER_TOKENS = 2**31 - 1
@@ -145,6 +145,8 @@ class Context:
                                                     _lookup(_BACKENDS, backend, "backend"),
                                                     int_arg("device", device, 32))
         self._workspace: Optional[Tuple[Any, int, Tuple[str, int]]] = None
+        self._backend = ("cuda" if capi.psa_context_backend(self._handle) == capi.PSA_BACKEND_CUDA
+                         else "cpu")
         self._blocks = (int(config["block_size.m"]), int(config["block_size.n"]))
 
     # -- lifetime ----------------------------------------------------------------------
@@ -171,6 +173,12 @@ class Context:
     def backend(self) -> str:
         """"cpu" or "cuda": the backend actually chosen."""
         return "cuda" if capi.psa_context_backend(self.handle) == capi.PSA_BACKEND_CUDA else "cpu"
+
+    def _check_device(self, name: str, device: str, device_id: int) -> None:
+        """ValueError naming the argument when its memory is not the backend's (host
+        memory for the CPU backend, CUDA memory for the CUDA backend), before libpsa is
+        given the pointer: a host-only build cannot tell a device pointer from a host one."""
+        check_backend(self._backend, name, device, device_id)
 
     @property
     def config(self) -> Config:
@@ -303,6 +311,7 @@ class Context:
         tk = describe(k, "k", layout, stream_int)
         tv = describe(v, "v", layout, stream_int)
         check_same_device(tq, (("k", tk), ("v", tv)))
+        self._check_device("q", tq.device, tq.device_id)
         if out is None:
             # What libpsa would reject (zero strides, absurd shapes) is never allocated for.
             capi.psa_check_supported(handle, tq.desc, tk.desc, tv.desc, None)
@@ -314,17 +323,20 @@ class Context:
             batch, heads, seq = (int(to.desc.get_shape(i)) for i in range(3))
             lse_obj = (allocate(q, tq.device, shape=(batch, heads, seq), float32=True)
                        if lse is True else lse)
-            lse_address, lse_bytes, _, lse_keep = describe_flat(lse_obj, "lse", stream_int)
-            lse_dtype = getattr(lse_obj, "dtype", None)
-            if lse_dtype is not None and "float32" not in str(lse_dtype):
-                raise ValueError("lse: dtype %s; expected float32" % (lse_dtype,))
-            if lse_bytes < 4 * batch * heads * seq:
+            f = flat(lse_obj, "lse", stream_int)
+            self._check_device("lse", f.device, f.device_id)
+            if f.dtype != "float32":
+                raise ValueError("lse: dtype %s; expected float32" % (f.dtype,))
+            if f.nbytes < 4 * batch * heads * seq:
                 raise ValueError("lse: %d bytes; need %d (float32 [%d, %d, %d])"
-                                 % (lse_bytes, 4 * batch * heads * seq, batch, heads, seq))
+                                 % (f.nbytes, 4 * batch * heads * seq, batch, heads, seq))
+            lse_address, lse_keep = f.address, f.keep
         needed = int(capi.psa_workspace_size(handle, tq.desc, tk.desc, tv.desc, to.desc))
         ws_address, ws_bytes, ws_keep = 0, 0, None
         if workspace is not None:
-            ws_address, ws_bytes, _, ws_keep = describe_flat(workspace, "workspace", stream_int)
+            f = flat(workspace, "workspace", stream_int)
+            self._check_device("workspace", f.device, f.device_id)
+            ws_address, ws_bytes, ws_keep = f.address, f.nbytes, f.keep
         elif needed:
             ws = self._workspace
             if ws is None or ws[1] < needed or ws[2] != (tq.device, tq.device_id):
@@ -352,23 +364,33 @@ class Context:
         tq = describe(q, "q", layout, stream_int)
         tk = describe(k, "k", layout, stream_int)
         check_same_device(tq, (("k", tk),))
+        self._check_device("q", tq.device, tq.device_id)
         needed = int(capi.psa_level_map_workspace_size(self.handle, tq.desc, tk.desc))
         bm, bn = self._blocks
         b, h, lq = (int(tq.desc.get_shape(i)) for i in range(3))
         lk = int(tk.desc.get_shape(2))
         shape = (b, h, -(-lq // bm), -(-lk // bn))
         if levels is None:
-            levels = allocate(q, tq.device, nbytes=shape[0] * shape[1] * shape[2] * shape[3])
+            levels = allocate(q, tq.device, nbytes=shape[0] * shape[1] * shape[2] * shape[3],
+                              name="levels")
             levels = _as_int8(levels, shape)
-        address, nbytes, _, keep = describe_flat(levels, "levels", stream_int)
-        if nbytes != shape[0] * shape[1] * shape[2] * shape[3]:
-            raise ValueError("levels: %d bytes; expected int8 %r" % (nbytes, shape))
+        f = self._levels(levels, stream_int)
+        if f.nbytes != shape[0] * shape[1] * shape[2] * shape[3]:
+            raise ValueError("levels: %d bytes; expected int8 %r" % (f.nbytes, shape))
         ws = allocate(q, tq.device, nbytes=max(needed, 1))
         ws_address, _, _, ws_keep = describe_flat(ws, "workspace", stream_int)
         capi.psa_compute_level_map(self.handle, tq.desc, tq.address, tk.desc, tk.address,
-                                   address, ws_address, needed, stream_int or None)
-        del tq, tk, keep, ws_keep
+                                   f.address, ws_address, needed, stream_int or None)
+        del tq, tk, f, ws_keep
         return levels
+
+    def _levels(self, levels: Any, stream_int: int) -> Flat:
+        """A level map buffer: contiguous, one-byte integers, in the backend's memory."""
+        f = flat(levels, "levels", stream_int)
+        if f.dtype not in ("int8", "uint8"):
+            raise ValueError("levels: dtype %s; expected int8" % (f.dtype,))
+        self._check_device("levels", f.device, f.device_id)
+        return f
 
     def shard_attention(self, q: Any, k: Any, v: Any, levels: Any, key_block_begin: int,
                         layout: str = "bhld", stream: StreamLike = None) -> Tuple[Any, Any]:
@@ -383,10 +405,23 @@ class Context:
         tk = describe(k, "k", layout, stream_int)
         tv = describe(v, "v", layout, stream_int)
         check_same_device(tq, (("k", tk), ("v", tv)))
-        shape = tuple(getattr(levels, "shape", ()))
+        self._check_device("q", tq.device, tq.device_id)
+        f = self._levels(levels, stream_int)
+        shape = f.shape
         if len(shape) != 4:
             raise ValueError("levels: shape %r; expected [B, H, Mq, Nk] int8" % (shape,))
-        address, _, _, keep = describe_flat(levels, "levels", stream_int)
+        begin = int_arg("key_block_begin", key_block_begin)
+        bm, bn = self._blocks
+        b, h, lq = (int(tq.desc.get_shape(i)) for i in range(3))
+        rows = (b, h, -(-lq // bm))
+        shard_blocks = -(-int(tk.desc.get_shape(2)) // bn)
+        # libpsa reads B * H * Mq rows of the map (Mq from q) once key_block_begin lies inside
+        # it (and refuses a key_block_begin outside it, naming it, before reading anything).
+        if tuple(shape[:3]) != rows and 0 <= begin <= int(shape[3]) - shard_blocks:
+            raise ValueError("levels: shape %r; expected [%d, %d, %d, Nk] ([B, H, Mq] of q: "
+                             "seq_len = %d, block_size.m = %d)" % (shape, rows[0], rows[1],
+                                                                   rows[2], lq, bm))
+        address, keep = f.address, f.keep
         out = allocate(q, tq.device)
         to = describe(out, "out", layout, stream_int)
         b, h, lq = (int(to.desc.get_shape(i)) for i in range(3))
@@ -397,11 +432,10 @@ class Context:
         ws = allocate(q, tq.device, nbytes=max(needed, 1))
         ws_address, _, _, ws_keep = describe_flat(ws, "workspace", stream_int)
         capi.psa_shard_attention(self.handle, tq.desc, tq.address, tk.desc, tk.address,
-                                 tv.desc, tv.address, address, int(shape[3]),
-                                 int_arg("key_block_begin", key_block_begin), to.desc,
+                                 tv.desc, tv.address, address, int(shape[3]), begin, to.desc,
                                  to.address, lse_address, ws_address, needed,
                                  stream_int or None)
-        del tq, tk, tv, to, keep, lse_keep, ws_keep
+        del tq, tk, tv, to, f, keep, lse_keep, ws_keep
         return out, lse
 
 
@@ -412,6 +446,21 @@ def _as_int8(buffer: Any, shape: Tuple[int, int, int, int]) -> Any:
 
         return buffer.view(torch.int8).view(shape)
     return buffer.view("int8").reshape(shape)
+
+
+def _memory_words(device: str, device_id: int) -> str:
+    if device == "cuda":
+        return "a CUDA array (device %d)" % device_id if device_id >= 0 else "a CUDA array"
+    return "a host array"
+
+
+def check_backend(backend: str, name: str, device: str, device_id: int) -> None:
+    """ValueError naming the argument and both devices when an array's memory is not the
+    `backend`'s ("cpu": host memory, "cuda": CUDA memory)."""
+    if device != backend:
+        raise ValueError("%s: %s; this context runs on the %s backend (pass %s memory)"
+                         % (name, _memory_words(device, device_id), backend.upper(),
+                            "host" if backend == "cpu" else "CUDA device"))
 
 
 def check_same_device(first: Tensor, others: Tuple[Tuple[str, Tensor], ...],

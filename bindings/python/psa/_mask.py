@@ -61,11 +61,7 @@ def plot_mask(source: Any, path: Union[str, "os.PathLike[str]"], view: str = "bl
     """
     if not isinstance(view, str) or view not in _VIEWS:
         raise ValueError("view = %r: expected 'blocks' or 'video'" % (view,))
-    target = os.fspath(path)
-    if isinstance(target, bytes):
-        target = os.fsdecode(target)
-    if "\0" in target:
-        raise ValueError("path = %r: must not contain a NUL character" % (target,))
+    target = _png_path(path)
     for name, value, low in (("batch", batch, 0), ("head", head, -1),
                              ("query_block", query_block, -1), ("cell", cell, 0)):
         if value is None and name in ("head", "query_block"):
@@ -80,28 +76,91 @@ def plot_mask(source: Any, path: Union[str, "os.PathLike[str]"], view: str = "bl
                                      not 0 <= x <= 2**63 - 1 for x in position):
             raise ValueError("query_position = %r: expected three ints (t, h, w) >= 0"
                              % (query_position,))
+    if view != "video":
+        for arg, given in (("query_block", query_block), ("query_position", query_position)):
+            if given is not None:
+                raise ValueError("%s = %r: only the video view has a query block; pass "
+                                 "view='video' with a psa.Context, or leave it None"
+                                 % (arg, given))
     handle = getattr(source, "handle", None)
     if handle is not None:
         h = head if head is not None else (0 if view == "video" else -1)
-        capi.psa_context_write_mask_png(handle, target, _VIEWS[view], batch, h,
-                                        -1 if query_block is None else query_block,
-                                        None if query_position is None else list(query_position),
-                                        cell)
+        try:
+            capi.psa_context_write_mask_png(handle, target, _VIEWS[view], batch, h,
+                                            -1 if query_block is None else query_block,
+                                            None if query_position is None
+                                            else list(query_position), cell)
+        except TypeError:  # SWIG: the handle is not a native psa_context
+            raise TypeError("source: a %s whose .handle (%s) is not a libpsa context; expected "
+                            "a psa.Context or a level map array" % (type(source).__name__,
+                                                                    type(handle).__name__)
+                            ) from None
         return target
     import numpy as np
 
     if view != "blocks":
         raise ValueError("view = 'video' needs a psa.Context (the token order and video grid)")
-    levels = np.ascontiguousarray(source, dtype=np.int8)
+    levels = _level_array(source)
     if levels.ndim == 4:
         if batch >= levels.shape[0]:
             raise ValueError("batch = %d: the level map has %d batch items"
                              % (batch, levels.shape[0]))
-        levels = np.ascontiguousarray(levels[batch])
-    if levels.ndim != 3:
-        raise ValueError("levels: expected [heads, q_blocks, k_blocks] or "
-                         "[batch, heads, q_blocks, k_blocks], got shape %r" % (levels.shape,))
+        levels = levels[batch]
+    levels = np.ascontiguousarray(levels, dtype=np.int8)
     heads, mq, nk = (int(x) for x in levels.shape)
     capi.psa_mask_write_png(target, int(levels.ctypes.data), heads, mq, nk,
                             -1 if head is None else head, cell)
     return target
+
+
+def _png_path(path: Any) -> str:
+    """`path` as the UTF-8 text libpsa opens: ValueError naming it for NUL characters and
+    bytes (or surrogate-escaped text) that are not UTF-8."""
+    try:
+        target: Union[str, bytes] = os.fspath(path)
+    except TypeError:
+        raise TypeError("path = %r: expected a str, bytes or os.PathLike" % (path,)) from None
+    if isinstance(target, bytes):
+        try:
+            target = target.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError("path = %r: not valid UTF-8 (byte %d); libpsa opens UTF-8 paths"
+                             % (target, e.start)) from None
+    try:
+        target.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError("path = %r: not valid UTF-8 (character %d); libpsa opens UTF-8 paths"
+                         % (target, e.start)) from None
+    if "\0" in target:
+        raise ValueError("path = %r: must not contain a NUL character" % (target,))
+    return target
+
+
+_LEVEL_VALUES = (0, 1, 2, 4, 8)
+
+
+def _level_array(source: Any) -> Any:
+    """`source` as a NumPy level map [heads, q_blocks, k_blocks] or [batch, heads, q_blocks,
+    k_blocks] of integers 0, 1, 2, 4, 8 (integral floats accepted): TypeError for another
+    dtype, ValueError naming the first other value and its index."""
+    import numpy as np
+
+    try:
+        levels = np.asarray(source)
+    except Exception as e:  # noqa: BLE001 -- any object NumPy cannot take
+        raise TypeError("source: a %s is neither a psa.Context nor a level map array (%s)"
+                        % (type(source).__name__, e)) from None
+    if levels.dtype.kind not in "iuf" or levels.ndim not in (3, 4):
+        if levels.ndim not in (3, 4):
+            raise ValueError("levels: expected [heads, q_blocks, k_blocks] or [batch, heads, "
+                             "q_blocks, k_blocks], got shape %r (source: a %s; expected a "
+                             "psa.Context or a level map array)"
+                             % (levels.shape, type(source).__name__))
+        raise TypeError("levels: dtype %s; expected integers 0 (skipped), 1, 2, 4 or 8"
+                        % (levels.dtype,))
+    bad = ~np.isin(levels, _LEVEL_VALUES)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError("levels: value %r at index %r; expected 0 (skipped), 1, 2, 4 or 8"
+                         % (levels[index].item(), index))
+    return levels

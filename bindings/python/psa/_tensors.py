@@ -6,10 +6,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from . import capi
+from ._errors import Error
 
 # DLPack device types (dlpack.h DLDeviceType).
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
@@ -201,43 +203,192 @@ def describe(obj: Any, name: str, layout: str, stream: Optional[int] = None) -> 
                   keep)
 
 
-def describe_flat(obj: Any, name: str, stream: Optional[int] = None
-                  ) -> Tuple[int, int, str, Tuple[Any, ...]]:
-    """A contiguous buffer (workspace, lse): ``(address, nbytes, device, keep)``."""
+class Flat:
+    """One described flat buffer (workspace, lse, levels).
+
+    address: int; nbytes: its size; device: "cpu" or "cuda"; device_id: CUDA ordinal (-1
+    when unknown, 0 on the CPU); shape: in the caller's order; dtype: a NumPy-style name
+    ("float32", "int8", "uint8", "bfloat16", ...) or the array interface's typestr when it
+    names no such type; keep: objects that must stay alive while libpsa uses the memory.
+    """
+
+    __slots__ = ("address", "nbytes", "device", "device_id", "shape", "dtype", "keep")
+
+    def __init__(self, address: int, nbytes: int, device: str, device_id: int, shape: Shape,
+                 dtype: str, keep: Tuple[Any, ...]) -> None:
+        self.address, self.nbytes, self.device, self.device_id = address, nbytes, device, device_id
+        self.shape, self.dtype, self.keep = shape, dtype, keep
+
+
+_TYPESTR_KINDS = {"f": "float", "i": "int", "u": "uint"}
+_DLPACK_KINDS = {0: "int", 1: "uint", 2: "float", 4: "bfloat"}
+
+
+def _typestr_name(typestr: str) -> str:
+    """"float32", "int8", ... for an array-interface typestr ("<f4", "|i1"); the typestr
+    itself for other byte orders and kinds."""
+    kind = _TYPESTR_KINDS.get(typestr[1:2])
+    if typestr[:1] in "<|=" and kind is not None and typestr[2:].isdigit():
+        return "%s%d" % (kind, 8 * int(typestr[2:]))
+    if typestr[1:] == "b1":
+        return "bool"
+    return typestr
+
+
+def _itemsize(name: str, typestr: str) -> int:
+    try:
+        itemsize = int(typestr[2:])
+    except ValueError:
+        itemsize = 0
+    if itemsize < 1:
+        raise TypeError("%s: dtype %r has no fixed element size" % (name, typestr))
+    return itemsize
+
+
+def _count(shape: Sequence[int]) -> int:
+    count = 1
+    for extent in shape:
+        count *= int(extent)
+    return count
+
+
+def _is_contiguous(shape: Sequence[int], strides: Sequence[int], unit: int) -> bool:
+    """Row-major contiguity of `strides` (in units of `unit` per element) for `shape`;
+    dimensions of extent 1 may have any stride, and an empty buffer is contiguous."""
+    if len(strides) != len(shape):
+        return False
+    if any(int(extent) == 0 for extent in shape):
+        return True
+    expected = unit
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if int(extent) != 1 and int(stride) != expected:
+            return False
+        expected *= int(extent)
+    return True
+
+
+def _not_contiguous(name: str, shape: Sequence[int], strides: Sequence[int],
+                    unit: str) -> ValueError:
+    return ValueError("%s: must be contiguous (shape %r, strides %r %s); pass a contiguous "
+                      "buffer (e.g. a copy)" % (name, tuple(int(x) for x in shape),
+                                                tuple(int(x) for x in strides), unit))
+
+
+def _interface_data(name: str, iface: Dict[str, Any]) -> Tuple[int, bool]:
+    data = iface.get("data")
+    if not isinstance(data, tuple) or len(data) != 2:
+        raise TypeError("%s: the array interface's data is %r; expected a (pointer, "
+                        "read-only) tuple" % (name, data))
+    return int(data[0]), bool(data[1])
+
+
+def flat(obj: Any, name: str, stream: Optional[int] = None) -> Flat:
+    """Describes a contiguous buffer (workspace, lse, levels) of any dtype and dimension.
+    ValueError naming `name` when it is not contiguous (any stride that is not row-major,
+    1-D included: a reversed or stepped view), read-only (NumPy / array interface), or on
+    a device other than the CPU or CUDA; TypeError when it is not a buffer."""
     if framework_of(obj) == "torch" and hasattr(obj, "data_ptr"):
+        dev = obj.device
+        if dev.type not in ("cpu", "cuda"):
+            raise ValueError("%s: device %s is not supported: expected cpu or cuda" % (name, dev))
+        shape = tuple(int(x) for x in obj.shape)
         if not obj.is_contiguous():
-            raise ValueError("%s: must be contiguous" % name)
-        return (int(obj.data_ptr()), int(obj.numel() * obj.element_size()),
-                "cuda" if obj.device.type == "cuda" else "cpu", (obj,))
-    if hasattr(obj, "nbytes") and hasattr(obj, "__array_interface__"):
+            raise _not_contiguous(name, shape, obj.stride(), "elements")
+        device_id = (int(dev.index if dev.index is not None else -1) if dev.type == "cuda"
+                     else 0)
+        return Flat(int(obj.data_ptr()), int(obj.numel() * obj.element_size()), dev.type,
+                    device_id, shape, str(obj.dtype).replace("torch.", ""), (obj,))
+    if hasattr(obj, "__array_interface__"):
         iface = obj.__array_interface__
-        if iface.get("strides") is not None and getattr(obj, "ndim", 1) > 1:
-            raise ValueError("%s: must be contiguous" % name)
-        if iface["data"][1]:
+        typestr = str(iface["typestr"])
+        itemsize = _itemsize(name, typestr)
+        shape = tuple(int(x) for x in iface["shape"])
+        strides = iface.get("strides")
+        if strides is not None and not _is_contiguous(shape, strides, itemsize):
+            raise _not_contiguous(name, shape, strides, "bytes")
+        address, readonly = _interface_data(name, iface)
+        if readonly:
             raise ValueError("%s: is read-only" % name)
-        return int(iface["data"][0]), int(obj.nbytes), "cpu", (obj,)
+        return Flat(address, _count(shape) * itemsize, "cpu", 0, shape, _typestr_name(typestr),
+                    (obj,))
     if hasattr(obj, "__dlpack__"):
         device_type, _ = (obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__")
                           else (DL_CPU, 0))
         capsule = (obj.__dlpack__(stream=dlpack_stream_arg(stream))
                    if is_cuda_device(device_type) else obj.__dlpack__())
-        address, device_type, _, _, bits, lanes, shape, strides = capi.psa_py_dlpack_info(capsule)
-        count = 1
-        for extent in shape:
-            count *= extent
-        if strides is not None and tuple(strides) != contiguous_strides(shape) and count > 1:
-            raise ValueError("%s: must be contiguous" % name)
-        device = "cuda" if is_cuda_device(device_type) else "cpu"
-        return int(address), int(count * bits * lanes // 8), device, (obj, capsule)
+        (address, device_type, device_id, code, bits, lanes, shape,
+         strides) = capi.psa_py_dlpack_info(capsule)
+        shape = tuple(int(x) for x in shape)
+        if strides is not None and not _is_contiguous(shape, strides, 1):
+            raise _not_contiguous(name, shape, strides, "elements")
+        if device_type in (DL_CPU, DL_CUDA_HOST):
+            device, device_id = "cpu", 0
+        elif is_cuda_device(device_type):
+            device = "cuda"
+        else:
+            raise ValueError("%s: DLPack device type %d is not supported: expected CPU (1), "
+                             "CUDA (2), CUDA host (3) or CUDA managed (13)" % (name, device_type))
+        kind = _DLPACK_KINDS.get(int(code))
+        dtype = ("%s%d" % (kind, bits) if kind is not None and lanes == 1
+                 else "dlpack(code %d, bits %d, lanes %d)" % (code, bits, lanes))
+        return Flat(int(address), _count(shape) * int(bits) * int(lanes) // 8, device,
+                    int(device_id), shape, dtype, (obj, capsule))
     if hasattr(obj, "__cuda_array_interface__"):
         iface = obj.__cuda_array_interface__
-        count, itemsize = 1, int(iface["typestr"][2:])
-        for extent in iface["shape"]:
-            count *= int(extent)
-        if iface.get("strides") is not None and len(iface["shape"]) > 1:
-            raise ValueError("%s: must be contiguous" % name)
-        return int(iface["data"][0]), count * itemsize, "cuda", (obj,)
-    raise TypeError("%s: %s is not a buffer" % (name, type(obj).__name__))
+        typestr = str(iface["typestr"])
+        itemsize = _itemsize(name, typestr)
+        shape = tuple(int(x) for x in iface["shape"])
+        strides = iface.get("strides")
+        if strides is not None and not _is_contiguous(shape, strides, itemsize):
+            raise _not_contiguous(name, shape, strides, "bytes")
+        address, _ = _interface_data(name, iface)
+        # The interface carries no device id; the CUDA backend checks the pointer's device.
+        return Flat(address, _count(shape) * itemsize, "cuda", -1, shape,
+                    _typestr_name(typestr), (obj,))
+    raise TypeError("%s: %s is not a buffer: expected a NumPy array, a torch.Tensor, or an "
+                    "object with __array_interface__, __dlpack__ or __cuda_array_interface__"
+                    % (name, type(obj).__name__))
+
+
+def describe_flat(obj: Any, name: str, stream: Optional[int] = None
+                  ) -> Tuple[int, int, str, Tuple[Any, ...]]:
+    """A contiguous buffer (workspace, lse): ``(address, nbytes, device, keep)`` (see
+    :func:`flat`)."""
+    f = flat(obj, name, stream)
+    return f.address, f.nbytes, f.device, f.keep
+
+
+def host_memory_bytes() -> Optional[int]:
+    """This machine's physical memory in bytes (sysconf), or None where it is unknown."""
+    try:
+        pages, page = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    if pages <= 0 or page <= 0:
+        return None
+    return int(pages) * int(page)
+
+
+def check_host_memory(nbytes: int, name: str) -> None:
+    """psa.Error (out of memory) naming `name` when `nbytes` of host memory is more than
+    this machine has: refused before anything is allocated (as the CLI refuses it)."""
+    have = host_memory_bytes()
+    if have is not None and nbytes > have:
+        raise Error(capi.PSA_ERR_OUT_OF_MEMORY, "%s: this shape needs %.3g GB of host memory; "
+                    "this machine has %.3g GB" % (name, nbytes * 1e-9, have * 1e-9))
+
+
+def host_bytes(nbytes: int, name: str) -> Any:
+    """A new NumPy uint8 array of `nbytes` bytes; psa.Error naming `name` when the machine
+    cannot hold it (check_host_memory) or the allocation fails, instead of MemoryError."""
+    import numpy as np
+
+    check_host_memory(nbytes, name)
+    try:
+        return np.empty((nbytes,), dtype=np.uint8)
+    except (MemoryError, ValueError):
+        raise Error(capi.PSA_ERR_OUT_OF_MEMORY, "%s: %d bytes of host memory cannot be "
+                    "allocated" % (name, nbytes)) from None
 
 
 def framework_stream(obj: Any) -> Optional[int]:
@@ -257,12 +408,17 @@ _NUMPY_DTYPES = {F32: "float32", F16: "float16"}
 
 
 def allocate(template: Any, device: str, nbytes: Optional[int] = None,
-             shape: Optional[Sequence[int]] = None, float32: bool = False) -> Any:
+             shape: Optional[Sequence[int]] = None, float32: bool = False,
+             name: str = "workspace") -> Any:
     """A new array on `device` ("cpu"/"cuda") in the template's framework (the device of the
     template): `nbytes` bytes of uint8, or `shape` (default: the template's) in float32 when
     `float32`, else in the template's dtype. PyTorch tensors get torch.empty (the caching
-    allocator), CuPy arrays cupy.empty (its memory pool), CPU objects NumPy."""
+    allocator), CuPy arrays cupy.empty (its memory pool), CPU objects NumPy. `nbytes` on the
+    host is refused with psa.Error naming `name` when the machine cannot hold it
+    (check_host_memory), before anything is allocated."""
     framework = framework_of(template)
+    if nbytes is not None and device == "cpu":
+        check_host_memory(nbytes, name)
     if framework == "torch":
         torch = sys.modules["torch"]
         if nbytes is not None:
@@ -281,7 +437,7 @@ def allocate(template: Any, device: str, nbytes: Optional[int] = None,
         import numpy as np
 
         if nbytes is not None:
-            return np.empty((nbytes,), dtype=np.uint8)
+            return host_bytes(nbytes, name)
         dims = tuple(shape) if shape is not None else tuple(read(template, "q")[1])
         if float32:
             return np.empty(dims, dtype=np.float32)

@@ -206,3 +206,127 @@ def test_context_integer_arguments_are_named():
             ctx.set_video_grid(2, 16, 16.5)
         ctx.set_video_grid(2, 16, 16)   # still usable
         assert ctx.next_step()[0] == 0
+
+
+class _InterfaceOnly:
+    """An array known only through __array_interface__ (no .shape, .dtype, .nbytes)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    @property
+    def __array_interface__(self):
+        return self.a.__array_interface__
+
+
+class _DLPackOnly:
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+@pytest.mark.parametrize("wrap", [_InterfaceOnly, _DLPackOnly])
+def test_arrays_without_a_shape_attribute(wrap):
+    rng = np.random.default_rng()
+    q, k, v = (rng.standard_normal((1, 2, 256, 32)).astype(np.float32) for _ in range(3))
+    ref = psa.attention(q, k, v)
+    out = np.full_like(q, 7)
+    psa.attention(wrap(q), wrap(k), wrap(v), out=out)
+    np.testing.assert_array_equal(out, ref)
+    out[...] = 7
+    psa.sparse_attention(wrap(q), wrap(k), wrap(v), sparse_type="ada_bsa", sparsity=0.5,
+                         out=out)
+    np.testing.assert_array_equal(out, psa.sparse_attention(q, k, v, sparse_type="ada_bsa",
+                                                            sparsity=0.5))
+    with pytest.raises(ValueError, match=r"q: shape \(2, 256, 32\) has 3 dimensions"):
+        psa.attention(wrap(q[0]), wrap(k[0]), wrap(v[0]), out=out)
+    with pytest.raises(ValueError, match=r"query: shape \(2, 256, 32\) has 3 dimensions"):
+        psa.sparse_attention(wrap(q[0]), wrap(k[0]), wrap(v[0]), out=out)
+
+
+def test_attention_docstring_says_the_array_interface_is_trusted():
+    assert "trusted as NumPy trusts them" in " ".join(psa.attention.__doc__.split())
+
+
+def _random_levels(rng, shape):
+    return rng.choice(np.array([0, 1, 2, 4, 8], np.int8), size=shape)
+
+
+@pytest.mark.parametrize("bad", [7, -1, 300.7, float("nan"), 3.5, 256 + 1])
+def test_plot_mask_level_values(tmp_path, bad):
+    rng = np.random.default_rng()
+    target = tmp_path / "m.png"
+    levels = _random_levels(rng, (2, 3, 4, 5)).astype(np.float64 if isinstance(bad, float)
+                                                       else np.int64)
+    index = tuple(int(rng.integers(0, n)) for n in levels.shape)
+    levels[index] = bad
+    first = tuple(int(i) for i in np.argwhere(~np.isin(levels, (0, 1, 2, 4, 8)))[0])
+    with pytest.raises(ValueError, match=r"levels: value %s at index %s; expected 0 "
+                       r"\(skipped\), 1, 2, 4 or 8" % (
+                           "nan" if bad != bad else str(levels[first].item()).replace(".", r"\."),
+                           str(first).replace("(", r"\(").replace(")", r"\)"))):
+        psa.plot_mask(levels, target)
+    assert not target.exists()
+    with pytest.raises(ValueError, match="levels: value"):
+        psa.plot_mask(np.full((2, 4, 4), bad), target)
+    assert not target.exists()
+
+
+def test_plot_mask_level_dtypes_and_integral_floats(tmp_path):
+    rng = np.random.default_rng()
+    levels = _random_levels(rng, (2, 3, 4))
+    target = tmp_path / "a.png"
+    assert psa.plot_mask(levels.astype(np.float32), target) == str(target)
+    first = target.read_bytes()
+    target.unlink()
+    psa.plot_mask(levels.astype(np.uint8), target)
+    assert target.read_bytes() == first
+    target.unlink()
+    for wrong in (levels.astype(bool), levels.astype(np.complex64), levels.astype(str)):
+        with pytest.raises(TypeError, match="levels: dtype"):
+            psa.plot_mask(wrong, target)
+    assert not target.exists()
+
+
+def test_plot_mask_query_arguments_outside_the_video_view(tmp_path):
+    target = tmp_path / "m.png"
+    levels = _random_levels(np.random.default_rng(), (1, 2, 2))
+    q, k, v = _qkv()
+    with psa.Context(psa.Config(), backend="cpu") as ctx:
+        ctx.forward(q, k, v)
+        for source in (levels, ctx):
+            with pytest.raises(ValueError, match="query_block = 1: only the video view"):
+                psa.plot_mask(source, target, query_block=1)
+            with pytest.raises(ValueError, match=r"query_position = \(0, 1, 1\): only the "
+                                                 r"video view"):
+                psa.plot_mask(source, target, query_position=(0, 1, 1))
+        assert not target.exists()
+
+
+def test_plot_mask_path_and_source(tmp_path):
+    levels = _random_levels(np.random.default_rng(), (1, 2, 2))
+    bad = os.fsencode(str(tmp_path)) + b"/m\xff.png"
+    with pytest.raises(ValueError, match="path = .*not valid UTF-8"):
+        psa.plot_mask(levels, bad)
+    with pytest.raises(ValueError, match="path = .*not valid UTF-8"):
+        psa.plot_mask(levels, os.fsdecode(bad))
+    with pytest.raises(TypeError, match="path = 3"):
+        psa.plot_mask(levels, 3)
+    assert os.listdir(tmp_path) == []
+    good = os.fsencode(str(tmp_path / "m.png"))
+    assert psa.plot_mask(levels, good) == str(tmp_path / "m.png")
+
+    class Fake:
+        handle = 12345
+
+    with pytest.raises(TypeError, match=r"source: a Fake whose \.handle \(int\) is not a "
+                                        r"libpsa context"):
+        psa.plot_mask(Fake(), tmp_path / "f.png")
+    with pytest.raises(ValueError, match="levels: expected .* got shape \\(\\)"):
+        psa.plot_mask(None, tmp_path / "f.png")
+    assert not (tmp_path / "f.png").exists()
