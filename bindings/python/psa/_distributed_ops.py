@@ -47,9 +47,9 @@ def _sp_attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, handle
 
 def _sp_gather_impl(x: torch.Tensor, handle: int, dim: int,
                     lengths: List[int]) -> torch.Tensor:
-    from .distributed import _gather_pieces
-
-    out: torch.Tensor = _gather_pieces(x, dim, list(lengths), _lookup(handle).group)
+    # The ranks agree on their pieces first (each its rank's length of `lengths`), as the
+    # eager gather does: a wrong piece raises on every rank instead of being zero-filled.
+    out: torch.Tensor = _lookup(handle)._gather_checked(x, dim, list(lengths))
     return out.contiguous() if len(lengths) > 1 else out.clone(
         memory_format=torch.contiguous_format)
 

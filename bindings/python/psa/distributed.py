@@ -58,9 +58,15 @@ and CUDA tensors alike (the CUDA backend enqueues the level map and the shard at
 the tensors' stream). The dense method's p2p ring passes shards and merges the same way,
 without a map.
 
-Agreement: the first forward of each shape checks collectively (all_gather with a timeout)
-that every rank has the same config, grid, degrees and shapes; a mismatch, or a rank that
-does not arrive, raises on every rank that arrived instead of hanging.
+Agreement: every forward and every gather first checks collectively (one all_gather of
+three int64 per rank, waiting `timeout` seconds at most) that every rank has the same config,
+grid, degrees, dtypes, devices and shapes (q, k and v alike), and that each rank's own input
+is valid (its local tokens are its shard); a mismatch, a rank whose input is bad, or a rank
+that does not arrive, raises SequenceParallelError on every rank that arrived, before any
+transfer of the forward starts, instead of aborting or hanging the group. (The check runs
+on every call, not once per shape: a rank that changes only its own input after a good call
+must not leave the others waiting in a transfer.) Bad argument values raise subclasses of
+SequenceParallelError that are also ValueError / TypeError, naming the argument.
 
 torch.compile: traced, :meth:`SequenceParallel.attention` and :meth:`SequenceParallel.gather`
 are one custom op each (``psa::sp_attention``, ``psa::sp_gather``; the SequenceParallel is a
@@ -74,6 +80,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import itertools
+import math
 import threading
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -92,13 +99,16 @@ __all__ = ["SequenceParallel", "SequenceParallelError", "shard_bounds",
 
 def _gather_agreement(text: str, local_error: Optional[str], group: Any, size: int,
                      device: torch.device, timeout: float,
-                     timed_out: Callable[[Optional[str]], Exception]) -> List[Tuple[int, int]]:
-    """(digest of `text`, 1 if that rank had a local error else 0) of every rank of `group`
-    (`size` ranks), by one all_gather on `device` that waits `timeout` seconds at most; when it
-    does not finish, raises timed_out(the backend's message, or None when the wait only
-    returned False). The caller compares the digests and names what disagrees."""
+                     timed_out: Callable[[Optional[str]], Exception],
+                     extra: int = 0) -> List[Tuple[int, int, int]]:
+    """(digest of `text`, 1 if that rank had a local error else 0, its `extra` int: a local
+    length) of every rank of `group` (`size` ranks), by one all_gather on `device` that waits
+    `timeout` seconds at most; when it does not finish, raises timed_out(the backend's
+    message, or None when the wait only returned False). The caller compares the digests and
+    names what disagrees."""
     digest = int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "little")
-    mine = torch.tensor([digest, 1 if local_error else 0], dtype=torch.int64, device=device)
+    mine = torch.tensor([digest, 1 if local_error else 0, int(extra)], dtype=torch.int64,
+                        device=device)
     rows = [torch.zeros_like(mine) for _ in range(size)]
     work = dist.all_gather(rows, mine, group=group, async_op=True)
     try:
@@ -107,11 +117,62 @@ def _gather_agreement(text: str, local_error: Optional[str], group: Any, size: i
         raise timed_out(str(e)) from None
     if ok is False:
         raise timed_out(None)
-    return [(int(r[0]), int(r[1])) for r in rows]
+    return [(int(r[0]), int(r[1]), int(r[2])) for r in rows]
 
 
 class SequenceParallelError(RuntimeError):
-    """Bad sequence-parallel input (degrees, shapes, disagreement between ranks)."""
+    """Bad sequence-parallel input (degrees, shapes, disagreement between ranks). A bad
+    argument value raises SequenceParallelValueError / SequenceParallelTypeError, which are
+    also ValueError / TypeError."""
+
+
+class SequenceParallelValueError(SequenceParallelError, ValueError):
+    """An argument of psa.distributed has a bad value (named in the message)."""
+
+
+class SequenceParallelTypeError(SequenceParallelError, TypeError):
+    """An argument of psa.distributed has a bad type (named in the message)."""
+
+
+_INT64_MAX = 2**63 - 1
+# A local error: (exception class, message); raised on the rank that found it, the other
+# ranks raise SequenceParallelError naming that rank.
+LocalError = Optional[Tuple[type, str]]
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _is_count(value: Any, low: int) -> bool:
+    """An int (not a bool) in [low, 2^63)."""
+    return (not isinstance(value, bool) and isinstance(value, int)
+            and low <= value <= _INT64_MAX)
+
+
+def _dim_error(x: torch.Tensor, dim: Any) -> Optional[str]:
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -x.dim() <= dim < x.dim():
+        return ("dim = %r: x has %d dimensions (shape %r); expected an int in [%d, %d)"
+                % (dim, x.dim(), tuple(x.shape), -x.dim(), x.dim()))
+    return None
+
+
+def _dim_of(x: torch.Tensor, dim: Any) -> int:
+    """`dim` as an index of x's dimensions (negative dims count from the end)."""
+    error = _dim_error(x, dim)
+    if error:
+        raise SequenceParallelValueError(error)
+    return int(dim) % int(x.dim())
+
+
+def _check_timeout(timeout: Any) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+            not math.isfinite(timeout) or not timeout > 0:
+        raise SequenceParallelValueError("timeout = %r: expected a finite number of seconds "
+                                         "> 0" % (timeout,))
+    try:
+        datetime.timedelta(seconds=timeout)
+    except OverflowError:
+        raise SequenceParallelValueError("timeout = %r: too long for a timedelta" % (timeout,)
+                                         ) from None
+    return float(timeout)
 
 
 def shard_bounds(seq_len: int, ulysses_degree: int, ring_degree: int,
@@ -120,7 +181,13 @@ def shard_bounds(seq_len: int, ulysses_degree: int, ring_degree: int,
     ulysses_index) in the sequence order: ring shards of ceil(Mq / ring_degree) whole query
     blocks, each cut into ulysses_degree pieces of ceil(shard / ulysses_degree) tokens (the
     last pieces may be shorter, or empty for tiny sequences). Raises SequenceParallelError
-    when a ring shard would be empty."""
+    when a ring shard would be empty, SequenceParallelValueError (a ValueError) for an
+    argument that is not an int in range."""
+    for name, value, low in (("seq_len", seq_len, 0), ("ulysses_degree", ulysses_degree, 1),
+                             ("ring_degree", ring_degree, 1), ("block_m", block_m, 1)):
+        if not _is_count(value, low):
+            raise SequenceParallelValueError("%s = %r: expected an int >= %d"
+                                             % (name, value, low))
     U, R = ulysses_degree, ring_degree
     if R > 1:
         mq = -(-seq_len // block_m)
@@ -151,6 +218,10 @@ _BY_HANDLE: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionar
 
 
 def _rank_list(group: Any) -> List[int]:
+    if group is not None and not isinstance(group, dist.ProcessGroup):
+        raise SequenceParallelTypeError(
+            "group = %r: expected None (the world) or a torch.distributed ProcessGroup "
+            "(dist.new_group(...))" % (group,))
     if group is None or group == dist.group.WORLD:
         return list(range(dist.get_world_size()))
     return list(dist.get_process_group_ranks(group))
@@ -183,7 +254,10 @@ class SequenceParallel:
         1 at Wan2.1-14B 720p and even at CogVideoX-5B; 4 chunks were no faster at Wan2.1-14B
         and 25% slower at CogVideoX-5B (libpsa's persistent attention kernel holds every
         SM, so NCCL's transfer kernels mostly wait for it).
-    timeout: seconds the agreement check waits for every rank.
+    timeout: seconds the agreement check of each forward and gather waits for every rank
+        (a finite number > 0).
+    Bad argument values raise SequenceParallelValueError / SequenceParallelTypeError (also
+    ValueError / TypeError) naming the argument, before anything collective happens.
     Constructing it is collective (it creates the ulysses and ring subgroups): every rank
     of the world must construct its SequenceParallel in the same order.
     """
@@ -199,6 +273,26 @@ class SequenceParallel:
                 "psa.distributed: no default process group; call "
                 "torch.distributed.init_process_group (e.g. under torchrun) on every rank "
                 "before SequenceParallel")
+        timeout = _check_timeout(timeout)
+        if not _is_count(text_length, 0):
+            raise SequenceParallelValueError("text_length = %r: expected an int >= 0"
+                                             % (text_length,))
+        if text_first is not None and not isinstance(text_first, bool):
+            raise SequenceParallelTypeError("text_first = %r: expected a bool or None"
+                                            % (text_first,))
+        if not isinstance(permute, bool):
+            raise SequenceParallelTypeError("permute = %r: expected a bool" % (permute,))
+        grid3: Optional[Tuple[int, int, int]] = None
+        if grid is not None:
+            try:
+                t, h, w = (int(x) for x in grid)
+                valid = all(not isinstance(x, bool) and int(x) == x for x in grid)
+            except (TypeError, ValueError, OverflowError):
+                valid = False
+            if not valid or min(t, h, w) < 1:
+                raise SequenceParallelValueError("grid = %r: expected three ints (t, h, w) >= 1"
+                                                 % (grid,))
+            grid3 = (t, h, w)
         ranks = _rank_list(group)
         size = len(ranks)
         me = dist.get_rank()
@@ -208,7 +302,8 @@ class SequenceParallel:
                             ("ulysses_chunks", ulysses_chunks)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
-                raise SequenceParallelError("%s = %r: expected an int >= 1" % (name, value))
+                raise SequenceParallelValueError("%s = %r: expected an int >= 1"
+                                                 % (name, value))
         if ulysses_degree is None:
             if size % ring_degree:
                 raise SequenceParallelError(
@@ -218,9 +313,9 @@ class SequenceParallel:
             raise SequenceParallelError(
                 "ulysses_degree x ring_degree = %d x %d = %d, but the group has %d ranks"
                 % (ulysses_degree, ring_degree, ulysses_degree * ring_degree, size))
-        if ring_impl not in ("auto", "allgather", "p2p"):
-            raise SequenceParallelError("ring_impl = %r: expected 'auto', 'allgather' or "
-                                        "'p2p'" % (ring_impl,))
+        if not isinstance(ring_impl, str) or ring_impl not in ("auto", "allgather", "p2p"):
+            raise SequenceParallelValueError("ring_impl = %r: expected 'auto', 'allgather' "
+                                             "or 'p2p'" % (ring_impl,))
         if not permute and ring_degree > 1:
             raise SequenceParallelError(
                 "permute = False with ring_degree = %d: ring shards must be cut in the "
@@ -235,7 +330,7 @@ class SequenceParallel:
         self.permute = permute
         self.ring_impl = ring_impl
         self.ulysses_chunks = ulysses_chunks
-        self.timeout = float(timeout)
+        self.timeout = timeout
         # Subgroups: every rank creates every subgroup in the same order (new_group is
         # collective over the world); a later SequenceParallel of the same ranks and degrees
         # (e.g. one per video grid) reuses them, on every rank alike.
@@ -262,10 +357,10 @@ class SequenceParallel:
         # The config, the grid and the order the shards use.
         self.config = _api._resolve_config(model, preset, config)
         self.grid: Optional[Tuple[int, int, int]] = None
-        self.text_length = int(text_length)
-        if grid is not None:
-            t, h, w = (int(x) for x in grid)
-            self.grid = (t, h, w)
+        self.text_length = text_length
+        if grid3 is not None:
+            t, h, w = grid3
+            self.grid = grid3
             self.seq_len: Optional[int] = t * h * w + self.text_length
             _api._check_grid(grid, self.text_length, self.seq_len)
             if text_first is None:
@@ -323,7 +418,6 @@ class SequenceParallel:
         self._ring_contexts: Dict[Any, Any] = {}
         self.last_levels: Any = None
         self.last_chunks = 1  # head chunks of the last Ulysses forward without a ring
-        self._checked: Dict[Any, bool] = {}
         self._fingerprint = self._inner.fingerprint()
         # The handle torch.compile's graphs name it by (psa/_distributed_ops.py): given here,
         # eagerly, so that a traced graph only reads an int attribute.
@@ -342,6 +436,9 @@ class SequenceParallel:
     def shard(self, x: torch.Tensor, dim: int = 1) -> torch.Tensor:
         """This rank's tokens of a whole sequence `x` (sequence along `dim`): permuted into the
         preset's order (permute=True), then cut (:meth:`bounds`)."""
+        if not isinstance(x, torch.Tensor):
+            raise SequenceParallelTypeError("x: %s is not a torch.Tensor" % type(x).__name__)
+        dim = _dim_of(x, dim)
         n = x.shape[dim]
         if self.seq_len is not None and n != self.seq_len:
             raise SequenceParallelError("x: %d tokens along dim %d; the grid has %d"
@@ -353,43 +450,97 @@ class SequenceParallel:
 
     def gather(self, x: torch.Tensor, dim: int = 1) -> torch.Tensor:
         """The whole sequence from every rank's piece `x` (all_gather), in the caller's order
-        (the inverse of :meth:`shard`)."""
-        lengths = [b - a for a, b in (self.bounds() if self.seq_len is not None
-                                      else self._bounds_no_grid(x.shape[dim]))]
+        (the inverse of :meth:`shard`). Collective: the ranks first agree that every piece
+        has its rank's length along `dim` and the same other dimensions, dtype and device
+        type (else SequenceParallelError on every rank)."""
         if torch.compiler.is_compiling():  # one custom op node (psa::sp_gather)
             from . import _distributed_ops
 
+            dim = _dim_of(x, dim)
+            lengths = ([b - a for a, b in self.bounds()] if self.seq_len is not None
+                       else self._agree_gather(x, dim, None))
             full = _distributed_ops.gather_pieces(self, x, dim, lengths)
         else:
-            full = _gather_pieces(x, dim, lengths, self.group)
+            if isinstance(x, torch.Tensor) and _dim_error(x, dim) is None:
+                dim %= x.dim()  # else the agreement names the bad dim on every rank
+            full = self._gather_checked(x, dim, None)
         if self.order is None:
             return full
         out = torch.empty_like(full)
         out.index_copy_(dim, self.order.to(full.device), full)
         return out
 
+    def _gather_checked(self, x: Any, dim: Any, lengths: Optional[List[int]]) -> torch.Tensor:
+        """The gather's collective part (eager, and the real implementation of psa::sp_gather
+        with the lengths it was traced with): agreement, then the all_gather of the pieces."""
+        lengths = self._agree_gather(x, dim, lengths)
+        return _gather_pieces(x, dim, lengths, self.group)
+
+    def _agree_gather(self, x: Any, dim: Any, lengths: Optional[List[int]]) -> List[int]:
+        """Every rank's piece length along `dim` (from the grid, or from the agreement itself
+        without one), after the ranks agreed on the pieces."""
+        error: LocalError = None
+        n = -1
+        if not isinstance(x, torch.Tensor):
+            error = (SequenceParallelTypeError, "x: %s is not a torch.Tensor"
+                     % type(x).__name__)
+            text: Tuple[Any, ...] = ("gather",)
+        elif _dim_error(x, dim) is not None or dim < 0:
+            error = (SequenceParallelValueError, _dim_error(x, dim) or "dim = %r" % (dim,))
+            text = ("gather",)
+        else:
+            n = int(x.shape[dim])
+            others = tuple(int(e) for i, e in enumerate(x.shape) if i != dim)
+            text = ("gather", dim, x.dim(), others, str(x.dtype), x.device.type)
+            if lengths is None and self.seq_len is not None:
+                lengths = [b - a for a, b in self.bounds()]
+            if lengths is not None and n != lengths[self.index]:
+                error = (SequenceParallelError,
+                         "x: %d tokens along dim %d; rank %d's piece of the %d-token sequence "
+                         "holds %d (the pieces of SequenceParallel.shard, in order)"
+                         % (n, dim, self.ranks[self.index], sum(lengths),
+                            lengths[self.index]))
+        device = x.device if isinstance(x, torch.Tensor) else torch.device("cpu")
+        agreed = self._agree(text, error, n, device, "gather",
+                             " (dim, ndim, the other dims, dtype, device type)")
+        if lengths is None:
+            lengths = agreed
+            self._bounds_from_lengths(lengths)  # ring shards of whole query blocks
+        return lengths
+
     # ---- agreement --------------------------------------------------------------------------
     def _check(self, key: Tuple[Any, ...], local_error: Optional[str]) -> None:
-        # key[-1] is this rank's device: only where the check's collective runs (each rank of a
-        # multi-GPU group has its own device index), not part of what the ranks agree on.
+        """The agreement of one forward: `key` is what every rank must share, its last item
+        this rank's device (where the collective runs; each rank of a multi-GPU group has its
+        own device index, so it is not compared)."""
+        error: LocalError = None if not local_error else (SequenceParallelError, local_error)
+        self._agree(key[:-1], error, 0, key[-1], "forward")
+
+    def _agree(self, key: Tuple[Any, ...], error: LocalError, extra: int, device: Any,
+               what: str, names: str = "") -> List[int]:
+        """One agreement (all_gather of a digest, an error flag and `extra`, with the
+        timeout): raises on every rank when a rank had a local `error` (that rank: the
+        error's class and message), when the ranks' keys differ, or when a rank does not
+        arrive; else returns every rank's `extra`."""
         text = repr((self._fingerprint, self.grid, self.text_length, self._position,
                      self.ulysses_degree, self.ring_degree, self.permute, self.ring_impl,
-                     self.ulysses_chunks, key[:-1]))
+                     self.ulysses_chunks, key))
 
         def timed_out(detail: Optional[str]) -> Exception:
             if detail is None:
                 return SequenceParallelError(
-                    "psa.distributed: the agreement check timed out after %.0f s (group %r)"
+                    "psa.distributed: the agreement check timed out after %g s (group %r)"
                     % (self.timeout, self.ranks))
             return SequenceParallelError(
-                "psa.distributed: the agreement check timed out after %.0f s: not every rank "
-                "of the group %r reached the first forward of this shape (%s)"
-                % (self.timeout, self.ranks, detail))
+                "psa.distributed: the agreement check timed out after %g s: not every rank "
+                "of the group %r reached this %s (%s)"
+                % (self.timeout, self.ranks, what, detail))
 
-        values = _gather_agreement(text, local_error, self.group, self.size,
-                                  self._device_for_comm(key[-1]), self.timeout, timed_out)
-        if local_error:
-            raise SequenceParallelError(local_error)
+        values = _gather_agreement(text, error[1] if error else None, self.group, self.size,
+                                   self._device_for_comm(device), self.timeout, timed_out,
+                                   extra)
+        if error:
+            raise error[0](error[1])
         failed = [self.ranks[i] for i, v in enumerate(values) if v[1]]
         if failed:
             raise SequenceParallelError("psa.distributed: rank(s) %s rejected their input "
@@ -399,9 +550,10 @@ class SequenceParallel:
             raise SequenceParallelError(
                 "psa.distributed: ranks disagree on the config, grid, degrees or shapes: "
                 "rank(s) %s differ from rank %d (here: grid %r + %d text tokens, "
-                "ulysses %d x ring %d, (B, H, D, Hkv, dtype, device, step, head_offset) = %r)"
+                "ulysses %d x ring %d, %s%s = %r)"
                 % (differ, self.ranks[0], self.grid, self.text_length,
-                   self.ulysses_degree, self.ring_degree, key[:-1]))
+                   self.ulysses_degree, self.ring_degree, what, names, key))
+        return [v[2] for v in values]
 
     def _device_for_comm(self, device: Any) -> torch.device:
         backend = dist.get_backend(self.group)
@@ -410,26 +562,67 @@ class SequenceParallel:
                 "cuda", torch.cuda.current_device())
         return torch.device("cpu")
 
-    def _validate(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Optional[str]:
+    def _validate(self, q: Any, k: Any, v: Any, step: Any = None, head_offset: Any = 0,
+                  batch_offset: Any = 0) -> LocalError:
+        """What this rank alone can tell is wrong with its input ([B, L, H, D] tensors), as
+        (exception class, message); checked before any collective."""
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            if not isinstance(x, torch.Tensor):
+                return (SequenceParallelTypeError, "%s: %s is not a torch.Tensor"
+                        % (name, type(x).__name__))
+        if step is not None and not _is_count(step, 0):
+            return (SequenceParallelValueError,
+                    "step = %r: expected None (sparse) or an int >= 0" % (step,))
+        for name, value in (("head_offset", head_offset), ("batch_offset", batch_offset)):
+            if not _is_count(value, 0):
+                return (SequenceParallelValueError, "%s = %r: expected an int >= 0"
+                        % (name, value))
         if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-            return "q, k, v: expected 4-D [B, L, H, D] tensors"
+            return (SequenceParallelValueError,
+                    "q, k, v: expected 4-D [B, L, H, D] tensors; got shapes %r, %r, %r"
+                    % (tuple(q.shape), tuple(k.shape), tuple(v.shape)))
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            if x.dtype not in _DTYPES:
+                return (SequenceParallelTypeError, "%s: dtype %s is not supported: expected "
+                        "torch.float32, torch.float16 or torch.bfloat16" % (name, x.dtype))
+            if x.device.type not in ("cpu", "cuda"):
+                return (SequenceParallelValueError, "%s: device %s is not supported: expected "
+                        "cpu or cuda" % (name, x.device))
+        for name, x in (("k", k), ("v", v)):
+            if x.dtype != q.dtype:
+                return (SequenceParallelTypeError, "%s has dtype %s but q has %s; q, k and v "
+                        "must share one dtype" % (name, x.dtype, q.dtype))
+            if x.device != q.device:
+                return (SequenceParallelValueError, "%s is on %s but q is on %s; q, k and v "
+                        "must be on one device" % (name, x.device, q.device))
         if k.shape != v.shape:
-            return "k %r and v %r: shapes differ" % (tuple(k.shape), tuple(v.shape))
+            return (SequenceParallelError, "k %r and v %r: shapes differ"
+                    % (tuple(k.shape), tuple(v.shape)))
         B, n, H, D = q.shape
         Hkv = k.shape[2]
+        if k.shape[0] != B or k.shape[3] != D:
+            return (SequenceParallelError, "k %r: batch and head_dim must be q's %r"
+                    % (tuple(k.shape), tuple(q.shape)))
         U = self.ulysses_degree
         if H % U:
-            return ("heads: q has %d heads, not divisible by ulysses_degree = %d"
-                    % (H, U))
+            return (SequenceParallelError, "heads: q has %d heads, not divisible by "
+                    "ulysses_degree = %d" % (H, U))
         if Hkv % U:
-            return ("heads: k/v have %d heads (GQA), not divisible by ulysses_degree = %d"
-                    % (Hkv, U))
+            return (SequenceParallelError, "heads: k/v have %d heads (GQA), not divisible by "
+                    "ulysses_degree = %d" % (Hkv, U))
+        if Hkv < 1 or H % Hkv:
+            return (SequenceParallelError, "heads: k/v have %d heads, which does not divide "
+                    "q's %d (GQA)" % (Hkv, H))
         if self.seq_len is not None:
             a, b = self.bounds()[self.index]
             if n != b - a or k.shape[1] != b - a:
-                return ("q/k: %d/%d local tokens; rank %d's shard of the %d-token sequence "
+                return (SequenceParallelError,
+                        "q/k: %d/%d local tokens; rank %d's shard of the %d-token sequence "
                         "holds %d (shard with SequenceParallel.shard)"
                         % (n, k.shape[1], self.ranks[self.index], self.seq_len, b - a))
+        elif k.shape[1] != n:
+            return (SequenceParallelError, "q/k: %d/%d local tokens; they must be the same "
+                    "tokens" % (n, k.shape[1]))
         return None
 
     # ---- the forward ------------------------------------------------------------------------
@@ -440,36 +633,48 @@ class SequenceParallel:
         :meth:`shard` gives them) with every head, [B, L_local, H, D] ("blhd") or
         [B, H, L_local, D] ("bhld"); returns the output in the same layout. step: as
         psa.attention. head_offset / batch_offset: where these heads / batch items sit in a
-        larger tensor (CFG parallelism: the uncond rank passes its batch offset)."""
-        if layout not in ("blhd", "bhld"):
-            raise ValueError("layout = %r: expected 'blhd' or 'bhld'" % (layout,))
+        larger tensor (CFG parallelism: the uncond rank passes its batch offset).
+        Collective: the ranks first agree on their inputs (the module doc), so a bad input
+        on any rank raises on every rank before anything is transferred."""
+        if not isinstance(layout, str) or layout not in ("blhd", "bhld"):
+            raise SequenceParallelValueError("layout = %r: expected 'blhd' or 'bhld'"
+                                             % (layout,))
         if torch.compiler.is_compiling():  # one custom op node (psa::sp_attention)
             from . import _distributed_ops
 
             return _distributed_ops.attention(self, q, k, v, layout, step, head_offset,
                                               batch_offset)
-        if layout == "bhld":
+        qv, kv, vv = ((x.transpose(1, 2) if isinstance(x, torch.Tensor) and x.dim() == 4 and
+                       layout == "bhld" else x) for x in (q, k, v))
+        error = self._validate(qv, kv, vv, step=step, head_offset=head_offset,
+                               batch_offset=batch_offset)
+        if error is None and layout == "bhld":
             q, k, v = (x.transpose(1, 2) for x in (q, k, v))
-        key = (tuple(q.shape), tuple(k.shape), str(q.dtype), q.device.type, step,
-               head_offset, batch_offset, q.device)
-        if key not in self._checked:
-            error = self._validate(q, k, v)
-            # what every rank must agree on: the global shapes (local lengths may differ)
-            common = (q.shape[0], q.shape[2], q.shape[3], k.shape[2] if k.dim() == 4 else -1,
-                      str(q.dtype), q.device.type, step, head_offset, q.device)
-            self._check(common, error)
-            self._checked[key] = True
-        out = self._forward(q, k, v, step, head_offset, batch_offset)
+        # What every rank must agree on: the global shapes (local lengths may differ), the
+        # dtypes and device types of q, k and v, and the arguments.
+        if error is None:
+            common: Tuple[Any, ...] = (
+                q.shape[0], q.shape[2], q.shape[3], k.shape[0], k.shape[2],
+                k.shape[3], v.shape[0], v.shape[2], v.shape[3],
+                tuple(str(x.dtype) for x in (q, k, v)),
+                tuple(x.device.type for x in (q, k, v)), step, (head_offset, batch_offset))
+            device = q.device
+        else:
+            common = ("rejected",)
+            device = q.device if isinstance(q, torch.Tensor) else torch.device("cpu")
+        lengths = self._agree(common, error, q.shape[1] if error is None else -1, device,
+                              "forward", " (q's B, H, D, k's B, H, D, v's B, H, D, "
+                              "dtypes, device types, step, (head_offset, batch_offset))")
+        bounds = self.bounds() if self.seq_len is not None else \
+            self._bounds_from_lengths(lengths)
+        out = self._forward(q, k, v, step, head_offset, batch_offset, bounds)
         return out.transpose(1, 2) if layout == "bhld" else out
 
     def _forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                 step: Optional[int], head_offset: int, batch_offset: int) -> torch.Tensor:
+                 step: Optional[int], head_offset: int, batch_offset: int,
+                 bounds: List[Tuple[int, int]]) -> torch.Tensor:
         U, R = self.ulysses_degree, self.ring_degree
         H = q.shape[2]
-        if self.seq_len is not None:
-            bounds = self.bounds()
-        else:  # no grid: every rank's length, gathered once per shape
-            bounds = self._bounds_no_grid(q.shape[1])
         r0 = self.ring_index * U
         piece_lengths = [b - a for a, b in bounds[r0:r0 + U]]
         h0 = head_offset + self.ulysses_index * (H // U)
@@ -623,15 +828,10 @@ class SequenceParallel:
             self._ring_contexts[key] = ctx
         return ctx
 
-    def _bounds_no_grid(self, n: int) -> List[Tuple[int, int]]:
-        cached = self._checked.get(("bounds", n))
-        if cached is not None:
-            return cached  # type: ignore[return-value]
-        local = torch.tensor([n], dtype=torch.int64, device=self._device_for_comm(
-            torch.device("cpu")))
-        rows = [torch.zeros_like(local) for _ in range(self.size)]
-        dist.all_gather(rows, local, group=self.group)
-        lengths = [int(r[0]) for r in rows]
+    def _bounds_from_lengths(self, lengths: List[int]) -> List[Tuple[int, int]]:
+        """Every rank's [start, end) from the ranks' agreed local lengths (no grid). The same
+        on every rank, so is a SequenceParallelError for ring shards that are not whole
+        query blocks."""
         bounds, start = [], 0
         for m in lengths:
             bounds.append((start, start + m))
@@ -643,7 +843,6 @@ class SequenceParallel:
                     "ring_degree = %d: the ranks hold %r tokens; ring shards must be whole "
                     "query blocks, %r (shard with SequenceParallel.shard)"
                     % (self.ring_degree, lengths, [b - a for a, b in expected]))
-        self._checked[("bounds", n)] = bounds  # type: ignore[assignment]
         return bounds
 
 

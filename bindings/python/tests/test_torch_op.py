@@ -226,6 +226,182 @@ def test_autograd_is_refused_with_inference_only():
             assert torch.equal(psa_torch.attention(*args), psa.attention(q, k, v))
 
 
+def test_forward_mode_ad_is_refused_with_inference_only():
+    """A dual tensor (forward_ad) or torch.func.jvp / jacfwd must not get a zero or missing
+    derivative: the op has none, so it says so."""
+    import torch.autograd.forward_ad as fwAD
+
+    q, k, v = random_qkv()
+    key = psa_torch.config_key()
+    calls = [lambda x: psa_torch.attention(x, k, v),
+             lambda x: psa_torch.attention(q, x, v, return_lse=True)[1],
+             lambda x: torch.ops.psa.attention(q, k, x, key, None, 0, False, "bhld", False,
+                                               None, None),
+             lambda x: torch.ops.psa.attention_lse(x, k, v, key, None, 0, False, "bhld",
+                                                   False, None, None)[0]]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="inference only"):
+            torch.func.jvp(call, (q,), (torch.ones_like(q),))
+        with fwAD.dual_level():
+            with pytest.raises(RuntimeError, match="inference only"):
+                call(fwAD.make_dual(q, torch.ones_like(q)))
+    with pytest.raises(RuntimeError, match="inference only"):
+        torch.func.jacfwd(lambda x: psa_torch.attention(x, k, v))(q)
+    with pytest.raises(RuntimeError, match="inference only"):
+        torch.func.grad(lambda x: psa_torch.attention(x, k, v).sum())(q)
+    # a dual level with no tangent on the inputs is no derivative request
+    with fwAD.dual_level():
+        assert torch.equal(psa_torch.attention(q, k, v), psa.attention(q, k, v))
+
+
+def test_vmap_maps_the_op_over_a_leading_axis():
+    q, k, v = random_qkv((3, 1, 2, 256, 32))  # 3 problems of [1, 2, 256, 32]
+    got = torch.func.vmap(lambda a, b, c: psa_torch.attention(a, b, c))(q, k, v)
+    for i in range(3):
+        assert torch.equal(got[i], psa.attention(q[i], k[i], v[i]))
+
+
+def test_mixed_devices_raise_instead_of_returning_garbage():
+    """A real CPU q with meta k/v went to the meta (fake) kernel and came back as an
+    uninitialised CPU tensor."""
+    q, k, v = random_qkv((1, 2, 256, 32))
+    key = psa_torch.config_key()
+    meta = [x.to("meta") for x in (q, k, v)]
+    for args in ((q, meta[1], meta[2]), (meta[0], k, v), (q, k, meta[2])):
+        with pytest.raises(ValueError, match="on one device"):
+            psa_torch.attention(*args)
+        for op in (torch.ops.psa.attention, torch.ops.psa.attention_lse):
+            with pytest.raises(ValueError, match="on one device"):
+                op(*args, key, None, 0, False, "bhld", False, None, None)
+    # every tensor on meta: shape inference, as before
+    out = psa_torch.attention(*meta, return_lse=True)
+    assert out[0].device.type == "meta" and out[0].shape == q.shape
+    assert out[1].shape == (1, 2, 256)
+
+
+def _bad_inputs():
+    q, k, v = random_qkv((1, 2, 256, 32), seed=1)
+    return {
+        "float64": ((q.double(), k.double(), v.double()), {}),
+        "int32": ((q.int(), k.int(), v.int()), {}),
+        "mixed dtypes": ((q, k.half(), v.half()), {}),
+        "3-D": ((q[0], k[0], v[0]), {}),
+        "2-D": ((q[0, 0], k[0, 0], v[0, 0]), {}),
+        "head dim strided": (tuple(x.transpose(2, 3).contiguous().transpose(2, 3)
+                                   for x in (q, k, v)), {}),
+        "empty seq": ((q[:, :, :0], k[:, :, :0], v[:, :, :0]), {}),
+        "empty batch": ((q[:0], k[:0], v[:0]), {}),
+        "empty head dim": ((q[..., :0], k[..., :0], v[..., :0]), {}),
+        "aliased batch": (tuple(x.expand(2, 2, 256, 32) for x in (q, k, v)), {}),
+        "v length": ((q, k, v[:, :, :128]), {}),
+        "k head_dim": ((q, k[..., :16], v[..., :16]), {}),
+        "k batch": ((q, k.expand(2, 2, 256, 32).contiguous(),
+                     v.expand(2, 2, 256, 32).contiguous()), {}),
+        "GQA heads": ((q[:, :1].repeat(1, 3, 1, 1), k, v), {}),  # 3 q heads, 2 k/v heads
+        "grid length": ((q, k, v), {"grid": [2, 8, 8]}),
+        "text without grid": ((q, k, v), {"text_length": 16}),
+        "bad layout": ((q, k, v), {"layout": "bdlh"}),
+        "scale": ((q, k, v), {"scale": -1.0}),
+        "step": ((q, k, v), {"step": -2}),
+    }
+
+
+@pytest.mark.parametrize("name", list(_bad_inputs()) if torch is not None else [])
+@pytest.mark.parametrize("lse", [False, True])
+def test_fake_rejects_what_the_real_op_rejects(name, lse):
+    """The fake (meta) implementation and the real one share their checks: the same
+    exception with the same message eagerly, under FakeTensorMode, and when torch.compile
+    traces the call."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    (q, k, v), kwargs = _bad_inputs()[name]
+    op = torch.ops.psa.attention_lse if lse else torch.ops.psa.attention
+    args = dict(grid=None, text_length=0, layout="bhld", scale=None, step=None)
+    args.update(kwargs)
+    key = psa_torch.config_key()
+
+    def call(a, b, c):
+        return op(a, b, c, key, args["grid"], args["text_length"], False,
+                  args["layout"], False, args["scale"], args["step"])
+
+    with pytest.raises(Exception) as real:
+        call(q, k, v)
+    assert isinstance(real.value, (TypeError, ValueError, psa.Error)), real.value
+    message = str(real.value)
+    with pytest.raises(type(real.value)) as fake:
+        with FakeTensorMode() as mode:
+            call(*(mode.from_tensor(x) for x in (q, k, v)))
+    assert str(fake.value) == message
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as traced:
+        torch.compile(call, fullgraph=True, backend="aot_eager")(q, k, v)
+    assert repr(real.value) in str(traced.value)  # Dynamo quotes the fake's exception
+
+
+@pytest.mark.parametrize("kwargs,error,words", [
+    ({"causal": "no"}, TypeError, "causal = 'no'"),
+    ({"causal": 1}, TypeError, "causal = 1"),
+    ({"text_first": "no", "grid": GRID}, TypeError, "text_first = 'no'"),
+    ({"return_lse": "no"}, TypeError, "return_lse = 'no'"),
+    ({"text_length": True, "grid": GRID}, ValueError, "text_length = True"),
+    ({"text_length": -1, "grid": GRID}, ValueError, "text_length = -1"),
+    ({"scale": "x"}, ValueError, "scale = 'x'"),
+    ({"scale": 0.0}, ValueError, "scale = 0.0"),
+    ({"step": True}, ValueError, "step = True"),
+    ({"step": 2**70}, ValueError, "step = "),
+    ({"grid": 5}, ValueError, "grid = 5"),
+    ({"grid": (2, 16, 16.5)}, ValueError, "grid = "),
+    ({"grid": (2, 16)}, ValueError, "grid = "),
+    ({"grid": (2, 16, 8)}, ValueError, "grid = "),  # 256 tokens, the sequence has 512
+    ({"layout": 3}, ValueError, "layout = 3"),
+    ({"out": "buffer"}, TypeError, "out: str is not a torch.Tensor"),
+    ({"out": np.zeros((1, 2, 512, 64), np.float32)}, TypeError, "out: ndarray"),
+    ({"out": torch.empty(3, 2, 512, 64)}, ValueError, "out: shape \\(3, 2, 512, 64\\)"),
+    ({"out": torch.empty(1, 2, 512, 1)}, ValueError, "out: shape"),
+    ({"out": torch.empty(1, 2, 512, 64, dtype=torch.int32)}, TypeError,
+     "out: dtype torch.int32"),
+    ({"out": torch.empty(1, 2, 512, 64, dtype=torch.float16)}, TypeError,
+     "out has dtype float16"),
+    ({"out": torch.empty(1, 2, 512, 64, device="meta")}, ValueError, "out is on meta"),
+] if torch is not None else [])
+def test_friendly_call_checks_arguments_as_psa_attention(kwargs, error, words):
+    """No coercion (causal="no" ran causal attention, text_length=True was 1 token) and no
+    broadcasting or casting into out; the error names the argument and nothing is written."""
+    q, k, v = random_qkv()
+    out = kwargs.get("out")
+    before = out.clone() if isinstance(out, torch.Tensor) and out.device.type != "meta" \
+        else None
+    with pytest.raises(error, match=words):
+        psa_torch.attention(q, k, v, **kwargs)
+    if before is not None:
+        assert torch.equal(out, before) or torch.isnan(before).any()
+
+
+@pytest.mark.parametrize("bad", ["numpy", "list", "none"])
+def test_friendly_call_refuses_non_tensors(bad):
+    q, k, v = random_qkv()
+    value = {"numpy": q.numpy(), "list": [1.0, 2.0], "none": None}[bad]
+    for position in range(3):
+        args = [q, k, v]
+        args[position] = value
+        with pytest.raises(TypeError, match="%s: .* is not a torch.Tensor" % "qkv"[position]):
+            psa_torch.attention(*args)
+
+
+def test_friendly_call_with_out_under_compile():
+    q, k, v = random_qkv()
+    out = torch.empty_like(q)
+
+    def fn(a, b, c, o):
+        return psa_torch.attention(a, b, c, grid=GRID, out=o)
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(fn, fullgraph=True, backend="aot_eager")(q, k, v, out)
+    assert got is out or torch.equal(got, out)
+    assert torch.equal(out, psa.attention(q, k, v, grid=GRID))
+
+
 def test_import_psa_does_not_import_torch():
     code = ("import sys; sys.modules['torch'] = None\n"
             "import psa\n"
