@@ -28,7 +28,9 @@ Wan ``hidden_states`` [B, C, F, H, W] give ``(F/p_t, H/p_h, W/p_w)``; CogVideoX
 ``hidden_states`` [B, F, C, H, W] give ``(F/p_t, H/p, W/p)`` (``p_t`` = ``patch_size_t``,
 1 when unset), and its text tokens (``encoder_hidden_states.shape[1]``, 226 for
 CogVideoX-5B) lead the sequence. A latent shape that the patch size does not divide raises
-ValueError naming the shape before the transformer runs.
+ValueError naming the shape before the transformer runs. The grid lives for one forward: it
+is set when the transformer's forward starts and cleared when it ends (also when it
+raises), so a PSA processor called outside its transformer's forward raises RuntimeError.
 
 Warm-up counts denoising steps, not calls: while a transformer's step is below the preset's
 ``warmup_steps`` its attention runs dense (in libpsa), then sparse. Each transformer keeps
@@ -44,11 +46,17 @@ first run). How steps are counted (``step_source``):
   step; a larger timestep than the previous one starts a new generation (step 0). Classifier
   -free guidance as a batch of 2 or as two passes with the same timestep is one step. Reads
   the timestep on the host once per forward (a graph break under torch.compile: use
-  "scheduler" or "manual" there).
+  "scheduler" or "manual" there). A forward without a timestep raises TypeError, one whose
+  timestep is not finite (NaN, inf) ValueError, both naming ``timestep``.
 * ``"manual"``: :func:`set_step` sets the step; nothing is counted.
 
 :func:`stats` reports each transformer's step, grid and dense/sparse call counts (the call
 counts cover eager forwards only: a compiled transformer does not update them).
+
+The state (grid, step counter, original processors) hangs on the transformer, and the hooks
+and processors find it there: ``copy.deepcopy`` of an enabled transformer (or pipeline)
+gives an enabled copy with its own state, which counts its own steps and never touches the
+original's.
 
 Sequence parallelism: ``enable_psa(..., parallel={"ulysses_degree": 2, "ring_degree": 2})``
 or :func:`psa.distributed.enable_sequence_parallel` shard the tokens after the patch
@@ -63,18 +71,23 @@ creates process groups).
 
 Supported versions: diffusers 0.42 (tested with 0.42.1, torch 2.15.0); the processors
 mirror that version's ``WanAttnProcessor`` and ``CogVideoXAttnProcessor2_0``, and
-:func:`enable_psa` refuses attention processors of any other class. Versions before 0.35
-(no ``WanAttention`` class) are not supported.
+:func:`enable_psa` refuses attention processors of any other class, subclasses of these two
+included (a subclass may compute something else, which PSA would silently drop). Causal
+presets (the Qwen ones: type ``psa_causal``, or ``causal: true``) are refused: these
+transformers' self-attention is bidirectional. Versions before 0.35 (no ``WanAttention``
+class) are not supported.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
 from . import torch as psa_torch
-from ._config import Value
+from ._config import Method, Value
 from ._errors import Error
 
 try:
@@ -111,7 +124,8 @@ class _State:
         self.text_first = kind == "cogvideox"
         self.warmup_steps = warmup_steps
         self.step_source = step_source
-        self.grid: Optional[Tuple[int, int, int]] = None
+        self.grid: Optional[Tuple[int, int, int]] = None  # set during a forward only
+        self.last_grid: Optional[Tuple[int, int, int]] = None  # the last forward's (stats)
         self.step = 0                         # the step of the current forward
         self.dense = warmup_steps > 0         # step < warmup_steps, kept with step
         self.last_timestep: Optional[float] = None
@@ -120,7 +134,8 @@ class _State:
         self.sparse_calls = 0
         self.forwards = 0
         self.originals: Dict[str, Any] = {}   # attention module name -> original processor
-        self.hook: Any = None
+        self.hook: Any = None                 # forward pre-hook: grid and step
+        self.post_hook: Any = None            # forward hook: clears the grid
         # sequence parallelism (enable_psa(parallel=...)): the SequenceParallel arguments,
         # one SequenceParallel per grid, the one of the current forward, the shard hooks
         self.parallel: Optional[Dict[str, Any]] = None
@@ -219,21 +234,72 @@ def _argument(args: Tuple[Any, ...], kwargs: Dict[str, Any], names: Tuple[str, .
     return args[index] if index < len(args) else None
 
 
-def _make_pre_hook(state: _State) -> Any:
-    def pre_hook(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
-        names = _WAN_ARGS if state.kind == "wan" else _COG_ARGS
-        hidden_states = _argument(args, kwargs, names, "hidden_states")
-        state.grid = latent_grid(module, tuple(hidden_states.shape))
-        if not torch.compiler.is_compiling():
-            state.forwards += 1
-        if state.step_source == "timestep":
-            timestep = _argument(args, kwargs, names, "timestep")
-            value = (float(timestep.max()) if isinstance(timestep, torch.Tensor)
-                     else float(timestep))
-            state.observe_timestep(value)
-        elif state.step_source == "scheduler":
-            state.ran = True
-    return pre_hook
+def _timestep_value(timestep: Any) -> float:
+    """The step_source "timestep" value of a forward's timestep: its largest value."""
+    if timestep is None:
+        raise TypeError("timestep: None; step_source = 'timestep' counts denoising steps "
+                        "from the transformer's timestep argument: pass it, or enable PSA "
+                        "with step_source = 'manual' (psa.diffusers.set_step)")
+    if isinstance(timestep, torch.Tensor):
+        if timestep.numel() == 0:
+            raise ValueError("timestep: an empty tensor (shape %r); expected the denoising "
+                             "timestep" % (tuple(timestep.shape),))
+        try:
+            value = float(timestep.max())
+        except (TypeError, RuntimeError) as e:
+            raise TypeError("timestep: a %s tensor; expected a real one (%s)"
+                            % (timestep.dtype, e)) from None
+    elif isinstance(timestep, numbers.Real):
+        value = float(timestep)
+    else:
+        raise TypeError("timestep = %r: expected a number or a tensor" % (timestep,))
+    if not math.isfinite(value):
+        raise ValueError("timestep: largest value %r is not finite; step_source = "
+                         "'timestep' needs a finite timestep to count denoising steps"
+                         % (value,))
+    return value
+
+
+def _pre_hook(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+    """The transformer's forward pre-hook: the grid of this forward and the step. The state
+    is the one of `module` (a deep copy of an enabled transformer has its own)."""
+    state = _state_of(module)
+    if state is None:
+        return
+    state.grid = None
+    names = _WAN_ARGS if state.kind == "wan" else _COG_ARGS
+    hidden_states = _argument(args, kwargs, names, "hidden_states")
+    if not isinstance(hidden_states, torch.Tensor):
+        raise TypeError("hidden_states: %s; expected the latent tensor"
+                        % type(hidden_states).__name__)
+    grid = latent_grid(module, tuple(hidden_states.shape))
+    if state.step_source == "timestep":
+        state.observe_timestep(_timestep_value(_argument(args, kwargs, names, "timestep")))
+    elif state.step_source == "scheduler":
+        state.ran = True
+    if not torch.compiler.is_compiling():
+        state.forwards += 1
+    state.grid = state.last_grid = grid
+
+
+def _post_hook(module: Any, args: Tuple[Any, ...], output: Any) -> None:
+    """The transformer's forward hook (always called, also when the forward raises): the
+    grid belongs to one forward, so a processor called outside one raises."""
+    state = _state_of(module)
+    if state is not None:
+        state.grid = None
+
+
+class _Bound:
+    """A hook bound to its state as an attribute, not a closure: copy.deepcopy of the
+    transformer copies the hook with the state (closures would keep the original's)."""
+
+    def __init__(self, fn: Any, state: _State) -> None:
+        self.fn = fn
+        self.state = state
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(self.state, *args)
 
 
 # ---- the attention call ------------------------------------------------------------------
@@ -242,7 +308,8 @@ def _psa(state: _State, query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     grid = state.grid
     if grid is None:
         raise RuntimeError("psa.diffusers: no video grid (the processor ran outside its "
-                           "transformer's forward)")
+                           "transformer's forward: the grid is set by the transformer's "
+                           "forward from the latent shape and cleared when it ends)")
     seq = query.shape[1] if layout == "blhd" else query.shape[2]
     if state.sp is not None:
         seq = state.sp.seq_len  # the local shard's length is checked by SequenceParallel
@@ -413,11 +480,15 @@ def _self_attention_modules(transformer: Any, kind: str) -> List[Tuple[str, Any]
         processor = attn.processor
         if isinstance(processor, (PsaWanAttnProcessor, PsaCogVideoXAttnProcessor)):
             raise RuntimeError("%s.%d.attn1 already runs a PSA processor" % (prefix, i))
-        if not isinstance(processor, wanted):
-            raise TypeError("%s.%d.attn1 uses %s; psa.diffusers replaces only diffusers' "
-                            "default %s (diffusers %s)" % (prefix, i, type(processor).__name__,
-                                                           wanted.__name__,
-                                                           SUPPORTED_DIFFUSERS))
+        if type(processor) is not wanted:
+            kind_of = ("a subclass of %s (its __call__ may compute something else)"
+                       % wanted.__name__ if isinstance(processor, wanted) else "not %s"
+                       % wanted.__name__)
+            raise TypeError("%s.%d.attn1 uses %s.%s, %s; psa.diffusers replaces only "
+                            "diffusers' default %s itself (diffusers %s)"
+                            % (prefix, i, type(processor).__module__,
+                               type(processor).__qualname__, kind_of, wanted.__name__,
+                               SUPPORTED_DIFFUSERS))
         found.append(("%s.%d.attn1" % (prefix, i), attn))
     return found
 
@@ -427,24 +498,41 @@ def _wrap_scheduler(scheduler: Any, states: List[_State]) -> None:
         return
     saved = {name: scheduler.__dict__[name] for name in ("step", "set_timesteps")
              if name in scheduler.__dict__}
-    step, set_timesteps = scheduler.step, scheduler.set_timesteps
+    scheduler.step = _SchedulerStep(scheduler.step, states)
+    scheduler.set_timesteps = _SchedulerSetTimesteps(scheduler.set_timesteps, states)
+    scheduler._psa_wrapped = saved
 
-    def psa_step(*args: Any, **kwargs: Any) -> Any:
-        result = step(*args, **kwargs)
-        for state in states:
+
+class _SchedulerStep:
+    """scheduler.step, then the next step for every transformer that ran since the last one
+    (an object, not a closure: a deep copy of the pipeline drives the copies' states)."""
+
+    def __init__(self, wrapped: Any, states: List[_State]) -> None:
+        self.wrapped = wrapped
+        self.states = states
+        self.__wrapped__ = wrapped  # inspect.signature: the scheduler's own
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.wrapped(*args, **kwargs)
+        for state in self.states:
             if state.ran:
                 state.set_step(state.step + 1)
                 state.ran = False
         return result
 
-    def psa_set_timesteps(*args: Any, **kwargs: Any) -> Any:
-        for state in states:
-            state.reset()
-        return set_timesteps(*args, **kwargs)
 
-    scheduler.step = psa_step
-    scheduler.set_timesteps = psa_set_timesteps
-    scheduler._psa_wrapped = saved
+class _SchedulerSetTimesteps:
+    """scheduler.set_timesteps, after every transformer's step is set back to 0."""
+
+    def __init__(self, wrapped: Any, states: List[_State]) -> None:
+        self.wrapped = wrapped
+        self.states = states
+        self.__wrapped__ = wrapped  # inspect.signature: the scheduler's own
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for state in self.states:
+            state.reset()
+        return self.wrapped(*args, **kwargs)
 
 
 def _unwrap_scheduler(scheduler: Any) -> None:
@@ -551,7 +639,8 @@ def _install_cogvideox_parallel_hooks(state: _State, transformer: Any) -> None:
     ``transformer_blocks.0`` (the RoPE tables, a forward argument, at the transformer's
     input), the blocks, ``norm_final``, ``norm_out`` and ``proj_out`` run on them, and the
     video tokens of ``proj_out``'s output are gathered before unpatchify."""
-    def enter(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    def enter(state: _State, module: Any, args: Tuple[Any, ...],
+              kwargs: Dict[str, Any]) -> Any:
         state.sp = None
         state.cog_layout = None
         if state.grid is None:
@@ -577,11 +666,12 @@ def _install_cogvideox_parallel_hooks(state: _State, transformer: Any) -> None:
             return args, dict(kwargs, image_rotary_emb=local)
         return args[:_COG_ROPE_INDEX] + (local,) + args[_COG_ROPE_INDEX + 1:], kwargs
 
-    def leave(module: Any, args: Tuple[Any, ...], output: Any) -> None:
+    def leave(state: _State, module: Any, args: Tuple[Any, ...], output: Any) -> None:
         state.sp = None
         state.cog_layout = None
 
-    def first_block(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    def first_block(state: _State, module: Any, args: Tuple[Any, ...],
+                    kwargs: Dict[str, Any]) -> Any:
         layout = state.cog_layout
         if layout is None:
             return None
@@ -599,17 +689,17 @@ def _install_cogvideox_parallel_hooks(state: _State, transformer: Any) -> None:
                 positional[i] = x
         return tuple(positional), kwargs
 
-    def proj_out(module: Any, args: Tuple[Any, ...], output: Any) -> Any:
+    def proj_out(state: _State, module: Any, args: Tuple[Any, ...], output: Any) -> Any:
         if state.cog_layout is None:
             return None
         return state.cog_layout.gather_video(output, state.sp)
 
     state.parallel_hooks = [
-        transformer.register_forward_pre_hook(enter, with_kwargs=True),
-        transformer.register_forward_hook(leave),
-        transformer.transformer_blocks[0].register_forward_pre_hook(first_block,
-                                                                    with_kwargs=True),
-        transformer.proj_out.register_forward_hook(proj_out),
+        transformer.register_forward_pre_hook(_Bound(enter, state), with_kwargs=True),
+        transformer.register_forward_hook(_Bound(leave, state)),
+        transformer.transformer_blocks[0].register_forward_pre_hook(
+            _Bound(first_block, state), with_kwargs=True),
+        transformer.proj_out.register_forward_hook(_Bound(proj_out, state)),
     ]
 
 
@@ -619,7 +709,8 @@ def _install_parallel_hooks(state: _State, transformer: Any) -> None:
     at the transformer's input) and gathered at the output of ``proj_out``, before
     unpatchify: the blocks, the output norm and the projection run on this rank's tokens in
     the preset's token order, and self-attention runs through SequenceParallel."""
-    def enter(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    def enter(state: _State, module: Any, args: Tuple[Any, ...],
+              kwargs: Dict[str, Any]) -> Any:
         state.sp = None
         if state.grid is None:
             return None
@@ -637,15 +728,16 @@ def _install_parallel_hooks(state: _State, transformer: Any) -> None:
             return args, kwargs
         return None
 
-    def leave(module: Any, args: Tuple[Any, ...], output: Any) -> None:
+    def leave(state: _State, module: Any, args: Tuple[Any, ...], output: Any) -> None:
         state.sp = None
 
-    def rope(module: Any, args: Tuple[Any, ...], output: Any) -> Any:
+    def rope(state: _State, module: Any, args: Tuple[Any, ...], output: Any) -> Any:
         if state.sp is None:
             return None
         return tuple(state.sp.shard(x, dim=1) for x in output)
 
-    def first_block(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    def first_block(state: _State, module: Any, args: Tuple[Any, ...],
+                    kwargs: Dict[str, Any]) -> Any:
         if state.sp is None:
             return None
         if "hidden_states" in kwargs:
@@ -653,17 +745,18 @@ def _install_parallel_hooks(state: _State, transformer: Any) -> None:
                                                                     dim=1))
         return (state.sp.shard(args[0], dim=1),) + args[1:], kwargs
 
-    def proj_out(module: Any, args: Tuple[Any, ...], output: Any) -> Any:
+    def proj_out(state: _State, module: Any, args: Tuple[Any, ...], output: Any) -> Any:
         if state.sp is None:
             return None
         return state.sp.gather(output, dim=1)
 
     state.parallel_hooks = [
-        transformer.register_forward_pre_hook(enter, with_kwargs=True),
-        transformer.register_forward_hook(leave),
-        transformer.rope.register_forward_hook(rope),
-        transformer.blocks[0].register_forward_pre_hook(first_block, with_kwargs=True),
-        transformer.proj_out.register_forward_hook(proj_out),
+        transformer.register_forward_pre_hook(_Bound(enter, state), with_kwargs=True),
+        transformer.register_forward_hook(_Bound(leave, state)),
+        transformer.rope.register_forward_hook(_Bound(rope, state)),
+        transformer.blocks[0].register_forward_pre_hook(_Bound(first_block, state),
+                                                        with_kwargs=True),
+        transformer.proj_out.register_forward_hook(_Bound(proj_out, state)),
     ]
 
 
@@ -685,13 +778,15 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
         CogVideoX):
         a dict of :class:`psa.distributed.SequenceParallel` arguments (``ulysses_degree``,
         ``ring_degree``, ``group``, ``ring_impl``, ``ulysses_chunks``, ``timeout``); every
-        rank of the group calls enable_psa and the transformer with the same inputs and gets the whole
-        output, the one a single process gives (see :func:`psa.distributed.
+        rank of the group calls enable_psa and the transformer with the same inputs and
+        gets the whole output, the one a single process gives (see :func:`psa.distributed.
         enable_sequence_parallel`).
 
     Raises before any forward: TypeError for an unsupported pipeline, transformer or
-    processor class, psa.Error naming an unknown model, preset or parameter. Calling it on an
-    enabled target re-enables it with the new settings.
+    processor class (an attention processor must be diffusers' default class itself, not a
+    subclass), psa.Error naming an unknown model, preset or parameter, ValueError for a
+    causal preset (type psa_causal, or causal: true: these transformers attend both ways).
+    Calling it on an enabled target re-enables it with the new settings.
     """
     if step_source not in _STEP_SOURCES:
         raise ValueError("step_source = %r: expected one of %s"
@@ -721,7 +816,15 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
         except Error as e:
             raise Error(e.status, "enable_psa(model=%r, preset=%r, overrides=%r): %s"
                         % (name, preset, dict(overrides), e.message)) from None
-        warmup = int(psa_torch.config_from_key(key)["warmup_steps"])
+        cfg = psa_torch.config_from_key(key)
+        if cfg["type"] == Method.PSA_CAUSAL or bool(cfg["causal"]):
+            raise ValueError("enable_psa(model=%r, preset=%r, overrides=%r): a causal "
+                             "preset (type %s, causal = %s); the self-attention of %s is "
+                             "bidirectional over the video (and text) tokens: use a video "
+                             "model's preset (psa.presets())"
+                             % (name, preset, dict(overrides), cfg["type"],
+                                str(bool(cfg["causal"])).lower(), type(transformer).__name__))
+        warmup = int(cfg["warmup_steps"])
         plans.append((transformer, kind, name, key, warmup))
     if parallel_args is not None:  # degrees and the process group, checked on every rank
         from .distributed import SequenceParallel
@@ -738,8 +841,8 @@ def enable_psa(target: Any, model: Optional[str] = None, preset: Optional[str] =
         for path, attn in attns:
             state.originals[path] = attn.processor
             attn.set_processor(cls(state, attn.processor))
-        state.hook = transformer.register_forward_pre_hook(_make_pre_hook(state),
-                                                           with_kwargs=True)
+        state.hook = transformer.register_forward_pre_hook(_pre_hook, with_kwargs=True)
+        state.post_hook = transformer.register_forward_hook(_post_hook, always_call=True)
         if parallel_args is not None:
             state.parallel = parallel_args
             if kind == "wan":
@@ -762,8 +865,9 @@ def disable_psa(target: Any) -> None:
             continue
         for path, original in state.originals.items():
             transformer.get_submodule(path).set_processor(original)
-        if state.hook is not None:
-            state.hook.remove()
+        for handle in (state.hook, state.post_hook):
+            if handle is not None:
+                handle.remove()
         for hook in state.parallel_hooks:
             hook.remove()
         del transformer.__dict__[_STATE_ATTR]
@@ -806,7 +910,7 @@ def stats(target: Any) -> List[Dict[str, Any]]:
     warmup_steps, grid of the last forward, forwards, dense_calls and sparse_calls (self-
     attention calls), step_source."""
     return [{"model": s.model, "config": s.key, "step": s.step, "dense": s.dense,
-             "warmup_steps": s.warmup_steps, "grid": s.grid, "forwards": s.forwards,
+             "warmup_steps": s.warmup_steps, "grid": s.last_grid, "forwards": s.forwards,
              "dense_calls": s.dense_calls, "sparse_calls": s.sparse_calls,
              "step_source": s.step_source,
              "parallel": None if s.parallel is None else

@@ -17,8 +17,9 @@ to the handler as FFI attributes: the config as a string key (:func:`config_key`
 of ``psa.torch.config_key``), the grid, the text tokens and their position, the layout,
 causal, the scale and the step, so a jitted function holds no other state. Python-side
 checks (rank, dtype, shapes, grid, arguments, an unknown model or preset) raise at trace
-time; what only libpsa rejects (e.g. a head_dim the CUDA kernels lack) raises when the call
-runs, with the library's message.
+time, the grid's as libpsa checks it (k follows the grid; q too, and causal is refused for
+a sparse method, when the config rearranges tokens); what only libpsa rejects (e.g. a
+head_dim the CUDA kernels lack) raises when the call runs, with the library's message.
 
 - CPU arrays run on libpsa's CPU backend; CUDA arrays on its CUDA backend, on the stream XLA
   gives the call, no host synchronisation once a shape is planned.
@@ -60,8 +61,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _api, capi
-from ._config import Config
-from ._keys import ConfigArg, make_key
+from ._config import Config, Method
+from ._keys import ConfigArg, config_from_key, make_key
 from ._tensors import parse_layout
 
 __all__ = ["attention", "cache_info", "clear_cache", "config_key", "library_path",
@@ -73,6 +74,7 @@ TARGET_NAME = "psa_attention"
 
 _LIBRARY_FILE = "_jax_ffi.so"
 _DTYPES = ("float32", "float16", "bfloat16")
+_INT64_MAX = (1 << 63) - 1
 
 
 # ---- the handler library -------------------------------------------------------------------
@@ -142,8 +144,8 @@ def config_key(model: Optional[str] = None, preset: Optional[str] = None,
     return make_key(model, preset, config)
 
 
-def _check_arrays(q: Any, k: Any, v: Any, layout: str) -> Tuple[int, int, int]:
-    """Trace-time checks; returns (B, Hq, Lq) of q."""
+def _check_arrays(q: Any, k: Any, v: Any, layout: str) -> Tuple[int, int, int, int]:
+    """Trace-time checks; returns (B, Hq, Lq) of q and Lk of k."""
     axes = parse_layout(layout)
     shapes = []
     for name, a in (("q", q), ("k", k), ("v", v)):
@@ -169,7 +171,29 @@ def _check_arrays(q: Any, k: Any, v: Any, layout: str) -> Tuple[int, int, int]:
     if hq % hk:
         raise ValueError("k: %d heads do not divide q's %d (GQA/MQA needs Hq %% Hkv == 0)"
                          % (hk, hq))
-    return bq, hq, lq
+    return bq, hq, lq, lk
+
+
+def _check_grid_lengths(key: str, grid: Tuple[int, int, int], text_length: int, lq: int,
+                        causal: bool) -> None:
+    """What libpsa checks when it plans a forward with a video grid, at trace time: the keys
+    follow the grid (checked by _api._check_grid on Lk); with use_rearrange the queries do
+    too, and causal masking is refused for a sparse method (it means nothing after the
+    tokens are rearranged)."""
+    cfg = config_from_key(key)
+    if not bool(cfg["use_rearrange"]):
+        return
+    total = grid[0] * grid[1] * grid[2] + text_length
+    if lq != total:
+        raise ValueError("q: %d tokens, but grid = %r with text_length = %d gives %d: with "
+                         "use_rearrange (the preset's token rearrangement) q follows the "
+                         "grid as k does; pass config={'use_rearrange': False} for queries "
+                         "of another length (cross-attention)"
+                         % (lq, tuple(grid), text_length, total))
+    if (causal or bool(cfg["causal"])) and cfg["type"] != Method.DENSE:
+        raise ValueError("causal = True with grid = %r and use_rearrange: causal masking is "
+                         "meaningless after token rearrangement (type %s); drop the grid or "
+                         "pass config={'use_rearrange': False}" % (tuple(grid), cfg["type"]))
 
 
 def _concrete_devices(arrays: Sequence[Any]) -> Optional[Set[Any]]:
@@ -213,7 +237,9 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
         float16/bfloat16, head_dim 64 or 128), one dtype. K/V may have fewer heads (GQA).
     model, preset, config: as psa.attention (config: a psa.Config, a dict of overrides of
         the preset, or a key string from :func:`config_key` / ``psa.torch.config_key``).
-    grid, text_length, text_first, causal, scale, step: as psa.attention.
+    grid, text_length, text_first, causal, scale, step: as psa.attention (the grid
+        describes the key sequence: t*h*w + text_length = Lk; with use_rearrange, the
+        presets' default, Lq too; step: None or 0 <= step <= 2**63 - 1).
     return_lse: also return the float32 [B, H, L] natural-log sum-exp of the scaled logits.
     """
     _load()
@@ -231,23 +257,29 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
                               or not scale > 0):
         raise ValueError("scale = %r: expected a float > 0 (None: 1/sqrt(head_dim))"
                          % (scale,))
-    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
-        raise ValueError("step = %r: expected None (sparse) or an int >= 0" % (step,))
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int)
+                             or not 0 <= step <= _INT64_MAX):
+        raise ValueError("step = %r: expected None (sparse) or an int in [0, 2**63 - 1]"
+                         % (step,))
     if not isinstance(return_lse, bool):
         raise TypeError("return_lse = %r: expected a bool" % (return_lse,))
     q, k, v = (x if isinstance(x, jax.Array) else jnp.asarray(x) for x in (q, k, v))
-    batch, heads, seq_len = _check_arrays(q, k, v, layout)
+    batch, heads, seq_len, key_len = _check_arrays(q, k, v, layout)
     _check_eager_placement(q, k, v)
-    g = _api._check_grid(grid, text_length, seq_len)
+    # The grid describes the key sequence (libpsa checks k against it); q follows it too
+    # when the config rearranges tokens.
+    g = _api._check_grid(grid, text_length, key_len)
     position = int(capi.PSA_TEXT_NONE)
     if g is None:
         g = (0, 0, 0)
-    elif text_length:
-        if text_first is None:
-            text_first = text_name.lower().startswith("cogvideo")
-        if not isinstance(text_first, bool):
-            raise TypeError("text_first = %r: expected a bool or None" % (text_first,))
-        position = int(capi.PSA_TEXT_FIRST) if text_first else int(capi.PSA_TEXT_LAST)
+    else:
+        _check_grid_lengths(key, g, text_length, seq_len, causal)
+        if text_length:
+            if text_first is None:
+                text_first = text_name.lower().startswith("cogvideo")
+            if not isinstance(text_first, bool):
+                raise TypeError("text_first = %r: expected a bool or None" % (text_first,))
+            position = int(capi.PSA_TEXT_FIRST) if text_first else int(capi.PSA_TEXT_LAST)
     layout_id = 0 if parse_layout(layout) == (0, 1, 2, 3) else 1
 
     results: List[Any] = [jax.ShapeDtypeStruct(q.shape, q.dtype)]

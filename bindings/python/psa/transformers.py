@@ -17,6 +17,9 @@
     psa.transformers.disable_psa(model)
 
 The vision tower is not touched (its attention is bidirectional over image patches).
+libpsa is inference only: a call where any of q, k and v requires grad with grad mode on
+(training, fine-tuning only some projections such as a LoRA on ``v_proj``) runs the model's
+own attention, as decode steps do.
 """
 
 from __future__ import annotations
@@ -98,9 +101,12 @@ def _psa_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: t
                            "psa.transformers.enable_psa did not hook"
                            % (type(module).__name__, ATTN_IMPLEMENTATION))
     length = query.shape[2]
+    # libpsa is inference only: any of q, k, v in an autograd graph (training, LoRA on
+    # v_proj alone, inputs that require grad) goes to the model's own attention.
+    needs_grad = torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in (query, key, value))
     prefill = (length == key.shape[2] and length > 1 and not dropout
-               and kwargs.get("sliding_window") is None
-               and not (torch.is_grad_enabled() and query.requires_grad)
+               and kwargs.get("sliding_window") is None and not needs_grad
                and _plain_causal(attention_mask, length))
     if not prefill:
         hook.fallback_calls += 1

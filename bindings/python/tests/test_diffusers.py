@@ -381,6 +381,153 @@ def test_bad_input_is_named_before_any_forward(library_stats):
     assert not library_stats
 
 
+def test_subclassed_processors_are_refused():
+    # A subclass may compute something else (here: twice the attention); replacing it would
+    # silently drop that. Only diffusers' default classes themselves are replaced.
+    from diffusers.models.attention_processor import CogVideoXAttnProcessor2_0
+    from diffusers.models.transformers.transformer_wan import WanAttnProcessor
+
+    class Doubling(WanAttnProcessor):
+        def __call__(self, *args, **kwargs):
+            return 2 * super().__call__(*args, **kwargs)
+
+    class CogDoubling(CogVideoXAttnProcessor2_0):
+        def __call__(self, *args, **kwargs):
+            return tuple(2 * x for x in super().__call__(*args, **kwargs))
+
+    for model, cls, path in ((wan(), Doubling, "blocks.1.attn1"),
+                             (cogvideox(), CogDoubling, "transformer_blocks.1.attn1")):
+        model.get_submodule(path).set_processor(cls())
+        before = processors(model)
+        with pytest.raises(TypeError, match=r"%s uses .*\.%s, a subclass of"
+                           % (path.replace(".", r"\."), cls.__name__)):
+            psa_diffusers.enable_psa(model, preset="baseline")
+        assert all(processors(model)[n] is before[n] for n in before)
+        assert not psa_diffusers.is_enabled(model)
+
+
+@pytest.mark.parametrize("make", [wan, cogvideox])
+def test_causal_presets_are_refused(make):
+    model = make()
+    before = processors(model)
+    for args, kwargs, match in (
+            (("Qwen2-VL-7B",), {}, r"model='Qwen2-VL-7B'.*type psa_causal"),
+            (("Qwen2.5-VL-7B", "baseline"), {}, r"'Qwen2.5-VL-7B', preset='baseline'.*"
+                                                r"causal = true"),
+            ((), {"causal": True}, r"causal = true")):
+        with pytest.raises(ValueError, match=match + ".*bidirectional"):
+            psa_diffusers.enable_psa(model, *args, **kwargs)
+        assert all(processors(model)[n] is before[n] for n in before)
+        assert not psa_diffusers.is_enabled(model)
+
+
+def test_deepcopy_has_its_own_state(library_stats):
+    import copy
+
+    plain = wan()
+    models = [copy.deepcopy(plain) for _ in range(3)]  # original, its reference, the copy's
+    for model in models:
+        psa_diffusers.enable_psa(model, "Wan2.1_1.3b", "psa_topk", warmup_steps=1)
+    original, ref_original, ref_copy = models
+    a = wan_inputs(original, frames=4, height=32, width=32)  # grid (4, 16, 16): 1024 tokens
+    b = wan_inputs(original, frames=2, height=32, width=64)  # grid (2, 16, 32): 1024 tokens
+
+    def at(kw, t):
+        return dict(kw, timestep=torch.full((1,), t))
+
+    assert torch.equal(run(original, at(a, 900.0)), run(ref_original, at(a, 900.0)))
+    run(ref_copy, at(a, 900.0))  # the copy's history: the original's first forward
+    copied = copy.deepcopy(original)
+    # interleaved: each model counts its own steps (warm-up 1: step 0 dense, then sparse)
+    # on its own latent (two grids of 1024 tokens)
+    for i, (model, reference, kw, grid) in enumerate([
+            (copied, ref_copy, at(b, 900.0), (2, 16, 32)),         # copy: step 0
+            (original, ref_original, at(a, 800.0), (4, 16, 16)),   # original: step 1
+            (copied, ref_copy, at(b, 850.0), (2, 16, 32)),         # copy: step 1
+            (original, ref_original, at(a, 700.0), (4, 16, 16))]):  # original: step 2
+        assert torch.equal(run(model, kw), run(reference, kw)), i
+        assert psa_diffusers.stats(model)[0]["grid"] == grid
+    for model, reference in ((original, ref_original), (copied, ref_copy)):
+        mine, theirs = psa_diffusers.stats(model)[0], psa_diffusers.stats(reference)[0]
+        assert (mine["step"], mine["forwards"], mine["sparse_calls"]) == \
+            (theirs["step"], theirs["forwards"], theirs["sparse_calls"])
+    assert psa_diffusers.stats(original)[0]["step"] == 2
+    assert psa_diffusers.stats(copied)[0]["step"] == 1
+    # disabling the copy leaves the original enabled, with its hooks
+    hooks = (dict(original._forward_pre_hooks), dict(original._forward_hooks))
+    psa_diffusers.disable_psa(copied)
+    assert not copied._forward_pre_hooks and not copied._forward_hooks
+    assert psa_diffusers.is_enabled(original)
+    assert (dict(original._forward_pre_hooks), dict(original._forward_hooks)) == hooks
+    assert torch.equal(run(original, at(a, 700.0)), run(ref_original, at(a, 700.0)))
+
+
+def test_deepcopy_of_a_pipeline_drives_its_own_scheduler_steps():
+    import copy
+    import inspect
+
+    pipe = ToyPipeline(wan())
+    psa_diffusers.enable_psa(pipe, warmup_steps=1)
+    # the wrappers show the scheduler's own signature (pipelines inspect it)
+    assert "sigmas" in inspect.signature(pipe.scheduler.set_timesteps).parameters
+    assert "generator" in inspect.signature(pipe.scheduler.step).parameters
+    twin = copy.deepcopy(pipe)
+    for p in (pipe, twin):
+        p.scheduler.set_timesteps(4)
+    kw = wan_inputs(twin.transformer)
+    run(twin.transformer, kw)
+    twin.scheduler.step(kw["hidden_states"], twin.scheduler.timesteps[0], kw["hidden_states"])
+    assert psa_diffusers.stats(twin)[0]["step"] == 1
+    assert psa_diffusers.stats(pipe)[0]["step"] == 0
+    psa_diffusers.disable_psa(twin)
+    assert psa_diffusers.is_enabled(pipe) and "step" in pipe.scheduler.__dict__
+
+
+def test_grid_lives_for_one_forward():
+    model = wan()
+    psa_diffusers.enable_psa(model, preset="baseline")
+    kw = wan_inputs(model)  # grid (4, 16, 16): 1024 tokens
+    run(model, kw)
+    assert psa_diffusers.stats(model)[0]["grid"] == (4, 16, 16)  # the last forward's
+    hidden = torch.randn(1, 1024, 64)
+    with torch.no_grad(), pytest.raises(RuntimeError, match="no video grid"):
+        model.blocks[0].attn1(hidden)
+    # also after a forward that raised midway
+    handle = model.blocks[1].register_forward_pre_hook(lambda *a: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        run(model, kw)
+    handle.remove()
+    with torch.no_grad(), pytest.raises(RuntimeError, match="no video grid"):
+        model.blocks[0].attn1(hidden)
+    psa_diffusers.disable_psa(model)
+    assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+@pytest.mark.parametrize("name", ["wan_t2v", "cogvideox_5b"])
+def test_timestep_source_names_a_missing_or_non_finite_timestep(name, library_stats):
+    make, inputs = MODELS[name]
+    model = make()
+    psa_diffusers.enable_psa(model, warmup_steps=1)  # step_source "timestep"
+    kw = inputs(model)
+    run(model, kw)
+    before = psa_diffusers.stats(model)[0]
+    cases = [(None, TypeError, "timestep: None"),
+             (torch.tensor([float("nan")]), ValueError, "timestep: .*nan.* not finite"),
+             (torch.tensor([500.0, float("inf")]), ValueError,
+              "timestep: .*inf.* not finite"),
+             (float("nan"), ValueError, "not finite"),
+             (torch.tensor([]), ValueError, "timestep: an empty tensor"),
+             ("soon", TypeError, "timestep = 'soon'")]
+    for _ in range(2):
+        for value, error, match in cases:
+            with pytest.raises(error, match=match):
+                run(model, dict(kw, timestep=value))
+    assert psa_diffusers.stats(model)[0] == before  # no step, no forward counted
+    assert psa_diffusers._state_of(model).grid is None
+    run(model, kw)  # the same timestep: the same step
+    assert psa_diffusers.stats(model)[0]["step"] == before["step"]
+
+
 # ---- CUDA (skipped without a GPU and libpsa's CUDA backend) --------------------------------
 needs_cuda = pytest.mark.skipif(
     torch is None or not (torch.cuda.is_available() and psa.cuda_available()),

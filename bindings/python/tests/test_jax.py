@@ -358,6 +358,53 @@ def test_library_rejections_are_psa_errors_at_trace_time():
             pjax.attention(q, k, v, grid=GRID, **kwargs)
 
 
+def test_step_outside_int64_is_a_value_error():
+    q, k, v = (jnp.asarray(x) for x in video_qkv())
+    for step in (2 ** 63, 2 ** 64 + 3, -(2 ** 63)):
+        with pytest.raises(ValueError, match=r"step = %d: .*\[0, 2\*\*63 - 1\]" % step):
+            jax.jit(lambda q, k, v: pjax.attention(q, k, v, grid=GRID, step=step))(q, k, v)
+    top = jax.jit(lambda q, k, v: pjax.attention(q, k, v, grid=GRID, step=2 ** 63 - 1))
+    np.testing.assert_array_equal(as_np(top(q, k, v)),
+                                  as_np(pjax.attention(q, k, v, grid=GRID)))  # sparse both
+
+
+def test_grid_is_checked_against_k_at_trace_time():
+    # libpsa checks k's length against the grid, and q's too when the config rearranges
+    # tokens; the same checks run at trace time.
+    q, k, v = (jnp.asarray(x) for x in video_qkv())          # 512 tokens = GRID
+    short = q[:, :, :256]
+    half = (1, 16, 16)                                        # 256 tokens
+    traced = []
+
+    def attend(q, k, v, **kwargs):
+        traced.append(1)
+        return pjax.attention(q, k, v, **kwargs)
+
+    cases = [  # (q, k, v, kwargs, error, match)
+        (q, k[:, :, :256], v[:, :, :256], dict(grid=GRID), ValueError,
+         r"grid = \(2, 16, 16\) .* the sequence has 256 tokens"),
+        (short, k, v, dict(grid=GRID), ValueError, r"q: 256 tokens, but grid = \(2, 16, 16\)"),
+        (short, k, v, dict(grid=half), ValueError, r"grid = \(1, 16, 16\) .* 512 tokens"),
+        (q, k, v, dict(grid=GRID, causal=True), ValueError, "causal = True with grid"),
+        (q, k, v, dict(grid=GRID, config={"causal": True}), ValueError, "causal = True"),
+    ]
+    for qq, kk, vv, kwargs, error, match in cases:
+        traced.clear()
+        with pytest.raises(error, match=match):
+            jax.jit(lambda a, b, c: attend(a, b, c, **kwargs)).lower(qq, kk, vv)
+        assert traced  # raised while tracing, before anything was compiled or run
+    # queries of another length with a grid of the keys: fine without rearrangement, and
+    # equal to psa.attention on the same arrays
+    kwargs = dict(model="Wan2.1_1.3b", grid=GRID, config={"use_rearrange": False})
+    out = jax.jit(lambda a, b, c: pjax.attention(a, b, c, **kwargs))(short, k, v)
+    np.testing.assert_array_equal(as_np(out), psa.attention(
+        np.asarray(short), np.asarray(k), np.asarray(v), **kwargs))
+    # a dense preset never rearranges: causal with a grid runs
+    kwargs = dict(model="Wan2.1_1.3b", preset="baseline", grid=GRID, causal=True)
+    np.testing.assert_array_equal(as_np(pjax.attention(q, k, v, **kwargs)), psa.attention(
+        np.asarray(q), np.asarray(k), np.asarray(v), **kwargs))
+
+
 def _raw_call(q, k, v, **attrs):
     base = dict(config="model=Wan2.1_1.3b", grid_t=np.int64(0), grid_h=np.int64(0),
                 grid_w=np.int64(0), text_length=np.int64(0), text_position=np.int64(0),

@@ -113,3 +113,28 @@ def test_vision_tower_untouched_and_bad_arguments():
     with pytest.raises(ValueError, match="has no attention module"):
         pt.enable_psa(torch.nn.Linear(2, 2))
     assert pt.disable_psa(model) == 2
+
+
+def test_training_any_of_q_k_v_in_the_graph_falls_back():
+    # LoRA-style: everything frozen but layer 0's v_proj. Only v requires grad in layer 0
+    # (q and k do not); layer 1's inputs then do too. Both go to the model's own attention.
+    model = tiny("2.5")
+    for name, p in model.named_parameters():
+        p.requires_grad_(name.endswith("layers.0.self_attn.v_proj.weight")
+                         or name.endswith("layers.0.self_attn.v_proj.bias"))
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    assert trainable
+    model.train()
+    x = ids(300, seed=5)
+    want = model(input_ids=x).logits
+    pt.enable_psa(model)
+    got = model(input_ids=x).logits
+    assert pt.psa_stats(model) == {"prefill": 0, "fallback": 2, "modules": 2}
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    got.float().square().mean().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in trainable)
+    # without grad mode nothing is in a graph: the prefill runs through libpsa
+    with torch.no_grad():
+        model(input_ids=x)
+    assert pt.psa_stats(model)["prefill"] == 2
+    pt.disable_psa(model)
