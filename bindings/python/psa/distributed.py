@@ -58,15 +58,20 @@ and CUDA tensors alike (the CUDA backend enqueues the level map and the shard at
 the tensors' stream). The dense method's p2p ring passes shards and merges the same way,
 without a map.
 
-Agreement: every forward and every gather first checks collectively (one all_gather of
-three int64 per rank, waiting `timeout` seconds at most) that every rank has the same config,
-grid, degrees, dtypes, devices and shapes (q, k and v alike), and that each rank's own input
-is valid (its local tokens are its shard); a mismatch, a rank whose input is bad, or a rank
-that does not arrive, raises SequenceParallelError on every rank that arrived, before any
-transfer of the forward starts, instead of aborting or hanging the group. (The check runs
-on every call, not once per shape: a rank that changes only its own input after a good call
-must not leave the others waiting in a transfer.) Bad argument values raise subclasses of
-SequenceParallelError that are also ValueError / TypeError, naming the argument.
+Agreement: a forward or gather first checks collectively (one all_gather of three int64 per
+rank, waiting `timeout` seconds at most) that every rank has the same config, grid, degrees,
+dtypes, devices and shapes (q, k and v alike), and that each rank's own input is valid (its
+local tokens are its shard); a mismatch, a rank whose input is bad, or a rank that does not
+arrive, raises SequenceParallelError on every rank that arrived, before any transfer of the
+forward starts, instead of aborting or hanging the group. With ``agree="first"`` (the
+default) the check runs on the first call of each input signature of a rank and later calls
+with that signature skip it: no host synchronisation or extra collective in the steady
+state, so the forward stays stream-ordered. A rank that then changes only its own input (the
+others repeating theirs) raises its own error, or runs a check the others skip; the others
+wait in the forward's transfers until the process group's timeout. ``agree="always"``
+checks every call (one small all_gather and a host synchronisation per call), which turns
+that case into SequenceParallelError on every rank too. Bad argument values raise subclasses
+of SequenceParallelError that are also ValueError / TypeError, naming the argument.
 
 torch.compile: traced, :meth:`SequenceParallel.attention` and :meth:`SequenceParallel.gather`
 are one custom op each (``psa::sp_attention``, ``psa::sp_gather``; the SequenceParallel is a
@@ -254,8 +259,10 @@ class SequenceParallel:
         1 at Wan2.1-14B 720p and even at CogVideoX-5B; 4 chunks were no faster at Wan2.1-14B
         and 25% slower at CogVideoX-5B (libpsa's persistent attention kernel holds every
         SM, so NCCL's transfer kernels mostly wait for it).
-    timeout: seconds the agreement check of each forward and gather waits for every rank
-        (a finite number > 0).
+    timeout: seconds the agreement check of a forward or gather waits for every rank (a
+        finite number > 0).
+    agree: "first" (default: the agreement runs on the first call of each input signature)
+        or "always" (every call; see the module doc).
     Bad argument values raise SequenceParallelValueError / SequenceParallelTypeError (also
     ValueError / TypeError) naming the argument, before anything collective happens.
     Constructing it is collective (it creates the ulysses and ring subgroups): every rank
@@ -267,13 +274,17 @@ class SequenceParallel:
                  preset: Optional[str] = None, config: ConfigLike = None,
                  ulysses_degree: Optional[int] = None, ring_degree: int = 1,
                  group: Any = None, permute: bool = True, ring_impl: str = "auto",
-                 ulysses_chunks: int = 2, timeout: float = 60.0) -> None:
+                 ulysses_chunks: int = 2, timeout: float = 60.0,
+                 agree: str = "first") -> None:
         if not dist.is_available() or not dist.is_initialized():
             raise SequenceParallelError(
                 "psa.distributed: no default process group; call "
                 "torch.distributed.init_process_group (e.g. under torchrun) on every rank "
                 "before SequenceParallel")
         timeout = _check_timeout(timeout)
+        if not isinstance(agree, str) or agree not in ("first", "always"):
+            raise SequenceParallelValueError("agree = %r: expected 'first' or 'always'"
+                                             % (agree,))
         if not _is_count(text_length, 0):
             raise SequenceParallelValueError("text_length = %r: expected an int >= 0"
                                              % (text_length,))
@@ -331,6 +342,9 @@ class SequenceParallel:
         self.ring_impl = ring_impl
         self.ulysses_chunks = ulysses_chunks
         self.timeout = timeout
+        self.agree = agree
+        # Signatures this rank has agreed on (agree="first"), with every rank's `extra`.
+        self._agreed: Dict[Tuple[Any, ...], List[int]] = {}
         # Subgroups: every rank creates every subgroup in the same order (new_group is
         # collective over the world); a later SequenceParallel of the same ranks and degrees
         # (e.g. one per video grid) reuses them, on every rank alike.
@@ -522,6 +536,14 @@ class SequenceParallel:
         timeout): raises on every rank when a rank had a local `error` (that rank: the
         error's class and message), when the ranks' keys differ, or when a rank does not
         arrive; else returns every rank's `extra`."""
+        signature = (what, key, extra, str(device))
+        if self.agree == "first":
+            if error is None and signature in self._agreed:
+                return self._agreed[signature]
+            if error is not None and self._agreed:
+                # The other ranks may skip this check (their signatures are agreed): entering
+                # it would pair this all_gather with their transfers.
+                raise error[0](error[1])
         text = repr((self._fingerprint, self.grid, self.text_length, self._position,
                      self.ulysses_degree, self.ring_degree, self.permute, self.ring_impl,
                      self.ulysses_chunks, key))
@@ -553,7 +575,12 @@ class SequenceParallel:
                 "ulysses %d x ring %d, %s%s = %r)"
                 % (differ, self.ranks[0], self.grid, self.text_length,
                    self.ulysses_degree, self.ring_degree, what, names, key))
-        return [v[2] for v in values]
+        extras = [v[2] for v in values]
+        if self.agree == "first":
+            if len(self._agreed) >= 64:  # shapes of one pipeline are few; never unbounded
+                self._agreed.clear()
+            self._agreed[signature] = extras
+        return extras
 
     def _device_for_comm(self, device: Any) -> torch.device:
         backend = dist.get_backend(self.group)

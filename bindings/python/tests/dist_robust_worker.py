@@ -51,10 +51,34 @@ def case_v_meta_one_rank(rank):
 
 
 def case_v_shape_after_good_call(rank):
-    sp = sp_ulysses()
+    sp = sp_ulysses(agree="always")
     q, k, v = local(sp, *qkv())
-    sp.attention(q, k, v)  # agreed: the same shapes again must not skip the agreement
+    sp.attention(q, k, v)  # agree="always": the same shapes again do not skip the agreement
     sp.attention(q, k, v[..., :1, :] if rank == 1 else v)
+
+
+def case_agree_first_checks_each_signature_once(rank):
+    # The default: one agreement per input signature, none in the steady state.
+    calls = []
+    real = psd._gather_agreement
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    psd._gather_agreement = counted
+    try:
+        sp = sp_ulysses()
+        q, k, v = local(sp, *qkv())
+        outs = [sp.attention(q, k, v) for _ in range(3)]
+        after_three = len(calls)
+        sp.attention(q.half(), k.half(), v.half())  # a new signature on every rank
+        sp.gather(outs[0], dim=1)
+        sp.gather(outs[1], dim=1)
+        return {"after_three": after_three, "total": len(calls),
+                "same": all(torch.equal(o, outs[0]) for o in outs)}
+    finally:
+        psd._gather_agreement = real
 
 
 def case_k_length_one_rank(rank):

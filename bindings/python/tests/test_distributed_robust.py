@@ -90,6 +90,15 @@ def test_bad_arguments_are_named():
 
 
 @needs_gloo
+def test_agree_first_checks_each_signature_once():
+    # Three forwards of one signature: one agreement; a new dtype: a second; two gathers of
+    # one piece signature: a third. No collective check in the steady state.
+    for r, res in enumerate(_per_rank("agree_first_checks_each_signature_once")):
+        assert "error" not in res, (r, res.get("traceback"))
+        assert res["after_three"] == 1 and res["total"] == 3 and res["same"], (r, res)
+
+
+@needs_gloo
 def test_without_a_grid_the_agreed_lengths_give_the_single_process_result():
     for r, res in enumerate(_per_rank("no_grid_ulysses_and_ring")):
         assert "error" not in res, (r, res.get("traceback"))
