@@ -170,7 +170,15 @@ def _resolve_config(model: Optional[str], preset: Optional[str], config: ConfigL
 # ---- arrays --------------------------------------------------------------------------------
 def _check_inference(*arrays: Any, names: Tuple[str, ...] = ("q", "k", "v")) -> None:
     torch = sys.modules.get("torch")
-    if torch is None or not torch.is_grad_enabled():
+    if torch is None:
+        return
+    # Forward-mode AD (a dual tensor's tangent) would be dropped: no derivative, no error.
+    for name, a in zip(names, arrays):
+        if isinstance(a, torch.Tensor) and \
+                torch.autograd.forward_ad.unpack_dual(a).tangent is not None:
+            raise RuntimeError("%s is a dual tensor (forward-mode AD): libpsa is inference "
+                               "only (no derivative)" % name)
+    if not torch.is_grad_enabled():
         return
     for name, a in zip(names, arrays):
         if getattr(a, "requires_grad", False):

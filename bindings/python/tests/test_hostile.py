@@ -330,3 +330,18 @@ def test_plot_mask_path_and_source(tmp_path):
     with pytest.raises(ValueError, match="levels: expected .* got shape \\(\\)"):
         psa.plot_mask(None, tmp_path / "f.png")
     assert not (tmp_path / "f.png").exists()
+
+
+def test_forward_mode_ad_is_refused():
+    torch = pytest.importorskip("torch")
+    import torch.autograd.forward_ad as fwAD
+
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    q, k, v = (torch.randn(1, 2, 256, 32, generator=g) for _ in range(3))
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(q, torch.randn(q.shape, generator=g))
+        with pytest.raises(RuntimeError, match="q is a dual tensor .forward-mode AD.: libpsa is "
+                                               "inference only"):
+            psa.attention(dual, k, v)
+    out = psa.attention(q, k, v)  # the same tensors outside the dual level run
+    assert torch.isfinite(out).all()
