@@ -72,7 +72,9 @@ int dispatch(int argc, const char* const* argv) {
   if (cmd == "version" || cmd == "--version") return cmd_version(sub_argc, sub_argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     // `psa help COMMAND` prints that command's help (exit 0, as every --help does).
-    if (argc > 2 && std::strcmp(argv[2], "help") != 0) {
+    // `psa help --help` (or -h) is this text: re-dispatching it would recurse forever.
+    if (argc > 2 && std::strcmp(argv[2], "help") != 0 && std::strcmp(argv[2], "--help") != 0 &&
+        std::strcmp(argv[2], "-h") != 0) {
       const char* const help_argv[] = {argv[0], argv[2], "--help"};
       return dispatch(3, help_argv);
     }

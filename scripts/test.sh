@@ -3,7 +3,8 @@
 # bindings' tools cannot be installed, CMake skips the bindings), builds everything into
 # build/ (Release; CUDA backend when nvcc is found) and runs the whole test suite: the CPU
 # tests always, the GPU tests (label gpu) when nvidia-smi sees a GPU. Exits non-zero on any
-# failure; the last line printed is ctest's summary line. Works from any directory.
+# failure; the last lines printed are the summaries (ctest's, then each step's). Works from
+# any directory.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

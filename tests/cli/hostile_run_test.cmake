@@ -121,6 +121,13 @@ elseif(CASE STREQUAL "run_qwen_default_presets")
     message(FATAL_ERROR "psa mask on Qwen2-VL-7B wrote no m.png")
   endif()
 
+elseif(CASE STREQUAL "help_of_help")
+  # `psa help --help` re-dispatched itself until the stack overflowed.
+  foreach(args "help;--help" "help;-h" "--help;--help" "-h;--help" "help;help")
+    psa_expect(0 ${args})
+    expect_match("${OUT}" "^usage: psa <command>" "psa ${args}")
+  endforeach()
+
 else()
   message(FATAL_ERROR "hostile_run_test.cmake: unknown CASE '${CASE}'")
 endif()
