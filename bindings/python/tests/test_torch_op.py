@@ -245,8 +245,11 @@ def test_forward_mode_ad_is_refused_with_inference_only():
         with fwAD.dual_level():
             with pytest.raises(RuntimeError, match="inference only"):
                 call(fwAD.make_dual(q, torch.ones_like(q)))
+    # jacfwd pushes q.numel() tangents at once (an identity basis of numel^2 elements):
+    # tiny inputs keep it small (16,384 elements took about 17 GB).
+    qs, ks, vs = random_qkv((1, 1, 16, 8))
     with pytest.raises(RuntimeError, match="inference only"):
-        torch.func.jacfwd(lambda x: psa_torch.attention(x, k, v))(q)
+        torch.func.jacfwd(lambda x: psa_torch.attention(x, ks, vs))(qs)
     with pytest.raises(RuntimeError, match="inference only"):
         torch.func.grad(lambda x: psa_torch.attention(x, k, v).sum())(q)
     # a dual level with no tangent on the inputs is no derivative request
