@@ -282,6 +282,21 @@ def _interface_data(name: str, iface: Dict[str, Any]) -> Tuple[int, bool]:
     return int(data[0]), bool(data[1])
 
 
+def _interface_flat(name: str, iface: Dict[str, Any], device: str, device_id: int,
+                    obj: Any) -> Tuple[Flat, bool]:
+    """The buffer an __array_interface__ / __cuda_array_interface__ describes, and whether
+    it is read-only; ValueError naming `name` when its strides are not row-major."""
+    typestr = str(iface["typestr"])
+    itemsize = _itemsize(name, typestr)
+    shape = tuple(int(x) for x in iface["shape"])
+    strides = iface.get("strides")
+    if strides is not None and not _is_contiguous(shape, strides, itemsize):
+        raise _not_contiguous(name, shape, strides, "bytes")
+    address, readonly = _interface_data(name, iface)
+    return (Flat(address, _count(shape) * itemsize, device, device_id, shape,
+                 _typestr_name(typestr), (obj,)), readonly)
+
+
 def flat(obj: Any, name: str, stream: Optional[int] = None) -> Flat:
     """Describes a contiguous buffer (workspace, lse, levels) of any dtype and dimension.
     ValueError naming `name` when it is not contiguous (any stride that is not row-major,
@@ -299,18 +314,10 @@ def flat(obj: Any, name: str, stream: Optional[int] = None) -> Flat:
         return Flat(int(obj.data_ptr()), int(obj.numel() * obj.element_size()), dev.type,
                     device_id, shape, str(obj.dtype).replace("torch.", ""), (obj,))
     if hasattr(obj, "__array_interface__"):
-        iface = obj.__array_interface__
-        typestr = str(iface["typestr"])
-        itemsize = _itemsize(name, typestr)
-        shape = tuple(int(x) for x in iface["shape"])
-        strides = iface.get("strides")
-        if strides is not None and not _is_contiguous(shape, strides, itemsize):
-            raise _not_contiguous(name, shape, strides, "bytes")
-        address, readonly = _interface_data(name, iface)
+        buffer, readonly = _interface_flat(name, obj.__array_interface__, "cpu", 0, obj)
         if readonly:
             raise ValueError("%s: is read-only" % name)
-        return Flat(address, _count(shape) * itemsize, "cpu", 0, shape, _typestr_name(typestr),
-                    (obj,))
+        return buffer
     if hasattr(obj, "__dlpack__"):
         device_type, _ = (obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__")
                           else (DL_CPU, 0))
@@ -334,17 +341,8 @@ def flat(obj: Any, name: str, stream: Optional[int] = None) -> Flat:
         return Flat(int(address), _count(shape) * int(bits) * int(lanes) // 8, device,
                     int(device_id), shape, dtype, (obj, capsule))
     if hasattr(obj, "__cuda_array_interface__"):
-        iface = obj.__cuda_array_interface__
-        typestr = str(iface["typestr"])
-        itemsize = _itemsize(name, typestr)
-        shape = tuple(int(x) for x in iface["shape"])
-        strides = iface.get("strides")
-        if strides is not None and not _is_contiguous(shape, strides, itemsize):
-            raise _not_contiguous(name, shape, strides, "bytes")
-        address, _ = _interface_data(name, iface)
         # The interface carries no device id; the CUDA backend checks the pointer's device.
-        return Flat(address, _count(shape) * itemsize, "cuda", -1, shape,
-                    _typestr_name(typestr), (obj,))
+        return _interface_flat(name, obj.__cuda_array_interface__, "cuda", -1, obj)[0]
     raise TypeError("%s: %s is not a buffer: expected a NumPy array, a torch.Tensor, or an "
                     "object with __array_interface__, __dlpack__ or __cuda_array_interface__"
                     % (name, type(obj).__name__))
