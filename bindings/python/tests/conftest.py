@@ -82,3 +82,29 @@ def dense_config():
     cfg = psa.Config.load("Wan2.1_1.3b", "psa_balanced")
     cfg["type"] = psa.Method.DENSE
     return cfg
+
+
+class ArrayInterfaceOnly:
+    """An array known only through __array_interface__ (no .shape, .dtype, .nbytes)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    @property
+    def __array_interface__(self):
+        return self.array.__array_interface__
+
+
+class DLPackOnly:
+    """An array known only through DLPack (the path PyTorch/JAX/CuPy tensors take); host
+    arrays: no stream is asked for."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        assert stream is None  # CPU: no stream
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()

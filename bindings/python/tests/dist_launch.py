@@ -1,8 +1,8 @@
 # bindings/python/tests/dist_launch.py -- starts a torch.distributed worker script on `world`
 # ranks (one subprocess per rank, gloo, file:// rendezvous in a fresh directory) and collects
 # what each rank wrote: the worker takes argv rank, world, rendezvous file, output directory
-# and writes rank<r>.json = {case: result}. Used by test_distributed.py and
-# test_distributed_diffusers.py.
+# and writes rank<r>.json = {case: result}. Used by the test_distributed*.py
+# and test_xdit.py files; gloo_available() is their skip condition.
 import json
 import os
 import subprocess
@@ -11,6 +11,21 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def gloo_available(*modules):
+    """True when torch.distributed with gloo and every module of `modules` import (the
+    multi-process tests skip otherwise)."""
+    try:
+        import importlib
+
+        import torch.distributed as dist
+
+        for name in modules:
+            importlib.import_module(name)
+        return dist.is_available() and dist.is_gloo_available()
+    except Exception:
+        return False
 
 
 def run_ranks(script, world, prefix, timeout=240, args=()):

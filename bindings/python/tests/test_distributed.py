@@ -11,19 +11,10 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from dist_launch import run_ranks  # noqa: E402
+from dist_launch import gloo_available, run_ranks  # noqa: E402
 
 
-def _have_torch():
-    try:
-        import torch.distributed as dist  # noqa: F401
-
-        return dist.is_available() and dist.is_gloo_available()
-    except Exception:
-        return False
-
-
-needs_torch = pytest.mark.skipif(not _have_torch(), reason="needs torch with gloo")
+needs_torch = pytest.mark.skipif(not gloo_available(), reason="needs torch with gloo")
 _RESULTS = {}
 
 
@@ -72,19 +63,19 @@ def _check_error(world, name):
 
 
 @needs_torch
-@pytest.mark.parametrize("name", _cases(2) if _have_torch() else [])
+@pytest.mark.parametrize("name", _cases(2) if gloo_available() else [])
 def test_two_ranks_equal_single_process(name):
     _check_equal(2, name)
 
 
 @needs_torch
-@pytest.mark.parametrize("name", _errors(2) if _have_torch() else [])
+@pytest.mark.parametrize("name", _errors(2) if gloo_available() else [])
 def test_two_ranks_bad_input_fails_everywhere(name):
     _check_error(2, name)
 
 
 @needs_torch
-@pytest.mark.parametrize("name", _cases(4) if _have_torch() else [])
+@pytest.mark.parametrize("name", _cases(4) if gloo_available() else [])
 def test_four_ranks_equal_single_process(name):
     _check_equal(4, name)
 

@@ -13,20 +13,10 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from dist_launch import run_ranks  # noqa: E402
+from dist_launch import gloo_available, run_ranks  # noqa: E402
 
 
-def _available():
-    try:
-        import torch.distributed as dist
-        import psa.distributed  # noqa: F401
-
-        return dist.is_available() and dist.is_gloo_available()
-    except Exception:
-        return False
-
-
-needs_gloo = pytest.mark.skipif(not _available(), reason="needs torch with gloo")
+needs_gloo = pytest.mark.skipif(not gloo_available("psa.distributed"), reason="needs torch with gloo")
 CASES = {2: ["ulysses2_aot_eager", "ulysses2_inductor", "ring2_aot_eager",
              "ring2_p2p_dense_aot_eager", "wan_ulysses2_transformer_aot_eager"],
          4: ["usp2x2_aot_eager"]}

@@ -16,21 +16,10 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from dist_launch import run_ranks  # noqa: E402
+from dist_launch import gloo_available, run_ranks  # noqa: E402
 
 
-def _available():
-    try:
-        import torch.distributed as dist
-        import diffusers  # noqa: F401
-        import psa.diffusers  # noqa: F401
-
-        return dist.is_available() and dist.is_gloo_available()
-    except Exception:
-        return False
-
-
-needs_stack = pytest.mark.skipif(not _available(),
+needs_stack = pytest.mark.skipif(not gloo_available("diffusers", "psa.diffusers"),
                                  reason="needs torch with gloo and diffusers")
 CASES = {2: ["wan_ulysses2", "wan_ring2_uneven", "wan_ulysses2_token_timestep",
              "wan_ulysses2_bf16", "wan_i2v_ring2", "cog_ulysses2", "cog_ring2",

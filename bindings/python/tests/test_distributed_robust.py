@@ -15,20 +15,10 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from dist_launch import run_ranks  # noqa: E402
+from dist_launch import gloo_available, run_ranks  # noqa: E402
 
 
-def _available():
-    try:
-        import torch.distributed as dist
-        import psa.distributed  # noqa: F401
-
-        return dist.is_available() and dist.is_gloo_available()
-    except Exception:
-        return False
-
-
-needs_gloo = pytest.mark.skipif(not _available(), reason="needs torch with gloo")
+needs_gloo = pytest.mark.skipif(not gloo_available("psa.distributed"), reason="needs torch with gloo")
 _RESULTS = {}
 
 # case: (the rank at fault or None for every rank, words of its error, its error class)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import psa
-from conftest import GRID, reference, rel_l2, video_qkv
+from conftest import GRID, ArrayInterfaceOnly, DLPackOnly, reference, rel_l2, video_qkv
 
 
 def dense_forward(dense_config, q, k, v, **kw):
@@ -78,26 +78,6 @@ def test_float16(dense_config, qkv):
     out = dense_forward(dense_config, q, k, v)
     assert out.dtype == np.float16
     assert rel_l2(out, reference(q, k, v)[0]) < 1e-2
-
-
-class DLPackOnly:
-    """Exposes an array through DLPack alone (the path PyTorch/JAX/CuPy tensors take)."""
-
-    def __init__(self, array):
-        self.array = array
-
-    def __dlpack__(self, stream=None):
-        assert stream is None  # CPU: no stream
-        return self.array.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.array.__dlpack_device__()
-
-
-class ArrayInterfaceOnly:
-    def __init__(self, array):
-        self.array = array
-        self.__array_interface__ = array.__array_interface__
 
 
 def test_dlpack_and_array_interface_objects(dense_config, qkv):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import psa
+from conftest import ArrayInterfaceOnly, DLPackOnly
 
 
 def _qkv(length=256):
@@ -208,29 +209,7 @@ def test_context_integer_arguments_are_named():
         assert ctx.next_step()[0] == 0
 
 
-class _InterfaceOnly:
-    """An array known only through __array_interface__ (no .shape, .dtype, .nbytes)."""
-
-    def __init__(self, a):
-        self.a = a
-
-    @property
-    def __array_interface__(self):
-        return self.a.__array_interface__
-
-
-class _DLPackOnly:
-    def __init__(self, a):
-        self.a = a
-
-    def __dlpack__(self, stream=None):
-        return self.a.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.a.__dlpack_device__()
-
-
-@pytest.mark.parametrize("wrap", [_InterfaceOnly, _DLPackOnly])
+@pytest.mark.parametrize("wrap", [ArrayInterfaceOnly, DLPackOnly])
 def test_arrays_without_a_shape_attribute(wrap):
     rng = np.random.default_rng()
     q, k, v = (rng.standard_normal((1, 2, 256, 32)).astype(np.float32) for _ in range(3))

@@ -7,6 +7,7 @@ import pytest
 
 import psa
 import psa._tensors as tensors
+from conftest import ArrayInterfaceOnly, DLPackOnly
 
 torch = pytest.importorskip("torch")
 
@@ -41,17 +42,6 @@ class CudaInterface:
         return iface
 
 
-class ArrayInterface:
-    """Only __array_interface__: no .shape, .nbytes or .dtype."""
-
-    def __init__(self, a):
-        self.a = a
-
-    @property
-    def __array_interface__(self):
-        return self.a.__array_interface__
-
-
 class RawInterface:
     """An array interface with explicit strides (NumPy leaves them out when contiguous)."""
 
@@ -59,19 +49,6 @@ class RawInterface:
         self.a = a
         self.__array_interface__ = {"version": 3, "typestr": "<f4", "shape": shape,
                                     "strides": strides, "data": (a.ctypes.data, False)}
-
-
-class DLPackOnly:
-    """Only __dlpack__ / __dlpack_device__."""
-
-    def __init__(self, a):
-        self.a = a
-
-    def __dlpack__(self, stream=None):
-        return self.a.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.a.__dlpack_device__()
 
 
 # ---- strided 1-D buffers ---------------------------------------------------------------------
@@ -97,7 +74,7 @@ def test_stepped_lse_is_refused_and_nothing_is_written():
     with _sparse_context() as ctx:
         p = np.full(4 * rows, 7, np.float32)
         out = np.full_like(q, 7)
-        for lse, unit in ((p[::2], "bytes"), (ArrayInterface(p[::2]), "bytes"),
+        for lse, unit in ((p[::2], "bytes"), (ArrayInterfaceOnly(p[::2]), "bytes"),
                           (DLPackOnly(p[::2]), "elements"), (torch.from_numpy(p)[::2], "elements")):
             with pytest.raises(ValueError, match="lse: must be contiguous .*%s" % unit):
                 ctx.forward(q, k, v, out=out, lse=lse)
@@ -109,7 +86,7 @@ def test_stepped_lse_is_refused_and_nothing_is_written():
         ctx.forward(q, k, v, lse=odd)
         np.testing.assert_array_equal(backing, ref.ravel())
         flat = np.zeros(rows, np.float32)
-        ctx.forward(q, k, v, lse=ArrayInterface(flat))
+        ctx.forward(q, k, v, lse=ArrayInterfaceOnly(flat))
         np.testing.assert_array_equal(flat, ref.ravel())
 
 
@@ -118,7 +95,7 @@ def test_lse_of_another_dtype_through_the_interface():
     with _sparse_context() as ctx:
         buf = np.full(2 * q.shape[1] * q.shape[2], 7, np.int32)
         with pytest.raises(ValueError, match="lse: dtype int32; expected float32"):
-            ctx.forward(q, k, v, lse=ArrayInterface(buf))
+            ctx.forward(q, k, v, lse=ArrayInterfaceOnly(buf))
         assert (buf == 7).all()
 
 
@@ -161,11 +138,11 @@ def test_stepped_merge_lse_is_refused():
 
 def test_buffer_descriptions_of_every_kind():
     p = np.arange(64, dtype=np.float32)
-    for obj in (p[::2], ArrayInterface(p[::-1]), CudaInterface(p[::4]), DLPackOnly(p[::2]),
+    for obj in (p[::2], ArrayInterfaceOnly(p[::-1]), CudaInterface(p[::4]), DLPackOnly(p[::2]),
                 torch.from_numpy(p)[::2]):
         with pytest.raises(ValueError, match="buf: must be contiguous"):
             tensors.describe_flat(obj, "buf")
-    for obj, nbytes, device in ((p, 256, "cpu"), (ArrayInterface(p), 256, "cpu"),
+    for obj, nbytes, device in ((p, 256, "cpu"), (ArrayInterfaceOnly(p), 256, "cpu"),
                                 (CudaInterface(p), 256, "cuda"), (DLPackOnly(p), 256, "cpu"),
                                 (torch.from_numpy(p), 256, "cpu"),
                                 (torch.from_numpy(p).view(4, 16)[1:2], 64, "cpu"),

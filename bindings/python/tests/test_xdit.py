@@ -14,22 +14,10 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from dist_launch import run_ranks  # noqa: E402
+from dist_launch import gloo_available, run_ranks  # noqa: E402
 
 
-def _available():
-    try:
-        import torch.distributed as dist
-        import diffusers  # noqa: F401
-        import xfuser  # noqa: F401
-        import yunchang  # noqa: F401
-
-        return dist.is_available() and dist.is_gloo_available()
-    except Exception:
-        return False
-
-
-needs_xfuser = pytest.mark.skipif(not _available(),
+needs_xfuser = pytest.mark.skipif(not gloo_available("diffusers", "xfuser", "yunchang"),
                                   reason="needs xfuser, yunchang, diffusers and torch (gloo)")
 CASES = ["wan_psa_topk", "wan_uneven_token_timestep"]
 _RESULTS = {}
@@ -72,7 +60,7 @@ def test_xdit_cogvideox_is_refused_with_the_sequence_parallel_alternative():
 def test_enable_psa_without_xfuser_groups_says_so():
     pytest.importorskip("torch")
     pytest.importorskip("diffusers")
-    if not _available():
+    if not gloo_available("diffusers", "xfuser", "yunchang"):
         import psa.xdit
 
         with pytest.raises(ImportError, match="xfuser"):
