@@ -325,6 +325,19 @@ def _run(key_extra: Hashable, make_config: Any, q: Any, k: Any, v: Any, layout: 
     return (out, lse_obj) if return_lse else out
 
 
+def _grid_triple(grid: Any, what: str = "grid") -> Tuple[int, int, int]:
+    """`grid` as (t, h, w): three ints >= 1 (bools and fractions refused), else ValueError
+    naming `what`."""
+    try:
+        t, h, w = (int(x) for x in grid)
+        valid = all(not isinstance(x, bool) and int(x) == x for x in grid)
+    except (TypeError, ValueError, OverflowError):
+        valid = False
+    if not valid or min(t, h, w) < 1:
+        raise ValueError("%s = %r: expected three ints (t, h, w) >= 1" % (what, grid))
+    return t, h, w
+
+
 def _check_grid(grid: Optional[Sequence[int]], text_length: int, seq_len: int,
                 what: str = "grid") -> Optional[Tuple[int, int, int]]:
     if isinstance(text_length, bool) or not isinstance(text_length, int) or text_length < 0:
@@ -334,13 +347,7 @@ def _check_grid(grid: Optional[Sequence[int]], text_length: int, seq_len: int,
             raise ValueError("text_length = %d needs grid=(t, h, w): text tokens are placed "
                              "relative to the video grid" % text_length)
         return None
-    try:
-        t, h, w = (int(x) for x in grid)
-        valid = all(not isinstance(x, bool) and int(x) == x for x in grid)
-    except (TypeError, ValueError, OverflowError):
-        valid = False
-    if not valid or min(t, h, w) < 1:
-        raise ValueError("%s = %r: expected three ints (t, h, w) >= 1" % (what, grid))
+    t, h, w = _grid_triple(grid, what)
     if t * h * w + text_length != seq_len:
         raise ValueError("%s = %r with text_length = %d: t*h*w + text_length = %d, but the "
                          "sequence has %d tokens" % (what, tuple(grid), text_length,

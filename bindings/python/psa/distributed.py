@@ -296,14 +296,9 @@ class SequenceParallel:
         grid3: Optional[Tuple[int, int, int]] = None
         if grid is not None:
             try:
-                t, h, w = (int(x) for x in grid)
-                valid = all(not isinstance(x, bool) and int(x) == x for x in grid)
-            except (TypeError, ValueError, OverflowError):
-                valid = False
-            if not valid or min(t, h, w) < 1:
-                raise SequenceParallelValueError("grid = %r: expected three ints (t, h, w) >= 1"
-                                                 % (grid,))
-            grid3 = (t, h, w)
+                grid3 = _api._grid_triple(grid)
+            except ValueError as e:
+                raise SequenceParallelValueError(str(e)) from None
         ranks = _rank_list(group)
         size = len(ranks)
         me = dist.get_rank()
