@@ -88,12 +88,8 @@ bool on_device(const void* p) { return p != nullptr && psa::memory_space_of(p) =
 psa_status check_host_alignment(const Plan& plan, int n, const void* const* ptrs,
                                 const char* const* names, const bool* is_lse) {
   const unsigned esize = static_cast<unsigned>(psa::dtype_size(plan.problem.dtype));
-  for (int i = 0; i < n; ++i) {
-    const unsigned align = is_lse[i] ? 4u : esize;
-    PSA_RETURN_IF(reinterpret_cast<uintptr_t>(ptrs[i]) % align != 0, PSA_ERR_MISALIGNED_POINTER,
-                  "%s: address %p is not aligned to %u bytes (its element size)", names[i],
-                  ptrs[i], align);
-  }
+  for (int i = 0; i < n; ++i)
+    PSA_TRY(psa::check_element_alignment(ptrs[i], is_lse[i] ? 4u : esize, names[i]));
   return PSA_OK;
 }
 

@@ -90,4 +90,7 @@ namespace psa {
 // Where a pointer lives, as the CUDA runtime reports it (always kHost without CUDA).
 enum class MemorySpace { kHost, kDevice, kManaged };
 MemorySpace memory_space_of(const void* ptr);
+// PSA_ERR_MISALIGNED_POINTER naming `name` unless `ptr` is a multiple of `align` bytes (the
+// CPU backend reads and writes tensors as float / uint16_t: their element size).
+psa_status check_element_alignment(const void* ptr, unsigned align, const char* name);
 }  // namespace psa

@@ -2,6 +2,8 @@
 // can reject pointers from the other memory space. Host-only builds see host memory only.
 #include "backend/backend.h"
 
+#include "core/error.h"
+
 #if defined(PSA_WITH_CUDA)
 #include <cuda_runtime_api.h>
 #endif
@@ -22,6 +24,12 @@ MemorySpace memory_space_of(const void* ptr) {
   (void)ptr;
   return MemorySpace::kHost;
 #endif
+}
+
+psa_status check_element_alignment(const void* ptr, unsigned align, const char* name) {
+  PSA_RETURN_IF(reinterpret_cast<uintptr_t>(ptr) % align != 0, PSA_ERR_MISALIGNED_POINTER,
+                "%s: address %p is not aligned to %u bytes (its element size)", name, ptr, align);
+  return PSA_OK;
 }
 
 }  // namespace psa

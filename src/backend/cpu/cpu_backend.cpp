@@ -239,9 +239,7 @@ class CpuBackend final : public Backend {
     const uintptr_t align[5] = {uintptr_t(dtype_size(plan.problem.dtype)), uintptr_t(dtype_size(plan.problem.dtype)),
                                 uintptr_t(dtype_size(plan.problem.dtype)), uintptr_t(dtype_size(plan.problem.dtype)), 4};
     for (int i = 0; i < 5; ++i)
-      PSA_RETURN_IF(reinterpret_cast<uintptr_t>(ptrs[i]) % align[i] != 0, PSA_ERR_MISALIGNED_POINTER,
-                    "%s: address %p is not aligned to %u bytes (its element size)", names[i], ptrs[i],
-                    static_cast<unsigned>(align[i]));
+      PSA_TRY(check_element_alignment(ptrs[i], static_cast<unsigned>(align[i]), names[i]));
     return PSA_OK;
   }
 
