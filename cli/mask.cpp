@@ -51,30 +51,6 @@ int64_t to_int(const std::string& flag, const std::string& text, const std::stri
   return v;
 }
 
-// cxxopts names an unknown option without its dashes ("Option 'nope' does not exist", the
-// quotes ASCII or U+2018/U+2019); this names it as it was typed ("--nope", "-n"), or returns
-// `what` unchanged when it is another message.
-std::string unknown_option_message(const std::string& what, const std::vector<const char*>& args) {
-  const std::string head = "Option ", tail = " does not exist";
-  if (what.size() <= head.size() + tail.size() || what.compare(0, head.size(), head) != 0 ||
-      what.compare(what.size() - tail.size(), tail.size(), tail) != 0)
-    return what;
-  std::string name = what.substr(head.size(), what.size() - head.size() - tail.size());
-  for (const std::string& q : {std::string("\xE2\x80\x98"), std::string("'")})
-    if (name.compare(0, q.size(), q) == 0) name.erase(0, q.size());
-  for (const std::string& q : {std::string("\xE2\x80\x99"), std::string("'")})
-    if (name.size() >= q.size() && name.compare(name.size() - q.size(), q.size(), q) == 0)
-      name.erase(name.size() - q.size());
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string a = args[i];
-    const std::string typed = a.substr(0, a.find('='));
-    // "--name", "--name=value", or a group of short options starting with it ("-n", "-nq").
-    if (typed == "--" + name || (name.size() == 1 && a.size() >= 2 && a[0] == '-' && a[1] == name[0]))
-      return "unknown option '" + (typed == "--" + name ? typed : "-" + name) + "'";
-  }
-  return what;
-}
-
 }  // namespace
 
 void write_mask_picture(psa_context* ctx, const MaskOptions& m) {
@@ -159,7 +135,7 @@ int cmd_mask(int argc, const char* const* argv) {
   try {
     if (!parse_run_options(static_cast<int>(rest.size()), rest.data(), /*demo=*/true, o)) return 0;
   } catch (const UsageError& e) {
-    throw UsageError(unknown_option_message(e.what(), rest), kMaskUsage);
+    throw UsageError(e.what(), kMaskUsage);
   }
   if (m.png.empty()) throw UsageError("--png FILE is required", kMaskUsage);
   if (m.query_given && m.query_block >= 0)

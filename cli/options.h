@@ -42,6 +42,31 @@ inline std::string bad_value_message(const std::string& what, int argc, const ch
   return what;
 }
 
+// cxxopts names an unknown option without its dashes ("Option 'nope' does not exist", the
+// quotes ASCII or U+2018/U+2019); this names it as it was typed ("--nope", "-n"), or returns
+// `what` unchanged when it is another message.
+inline std::string unknown_option_message(const std::string& what, int argc,
+                                          const char* const* argv) {
+  const std::string head = "Option ", tail = " does not exist";
+  if (what.size() <= head.size() + tail.size() || what.compare(0, head.size(), head) != 0 ||
+      what.compare(what.size() - tail.size(), tail.size(), tail) != 0)
+    return what;
+  std::string name = what.substr(head.size(), what.size() - head.size() - tail.size());
+  for (const std::string& q : {std::string("\xE2\x80\x98"), std::string("'")})
+    if (name.compare(0, q.size(), q) == 0) name.erase(0, q.size());
+  for (const std::string& q : {std::string("\xE2\x80\x99"), std::string("'")})
+    if (name.size() >= q.size() && name.compare(name.size() - q.size(), q.size(), q) == 0)
+      name.erase(name.size() - q.size());
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const std::string typed = a.substr(0, a.find('='));
+    // "--name", "--name=value", or a group of short options starting with it ("-n", "-nq").
+    if (typed == "--" + name || (name.size() == 1 && a.size() >= 2 && a[0] == '-' && a[1] == name[0]))
+      return "unknown option '" + (typed == "--" + name ? typed : "-" + name) + "'";
+  }
+  return what;
+}
+
 // What cxxopts lets through and a command line should not mean: an option given twice (the
 // last would win silently), an empty value ("--q ''" read as "no file"), and a flag with a
 // value ("--json=false" would turn the flag on: cxxopts counts it as given).
@@ -98,6 +123,8 @@ inline bool parse_options(cxxopts::Options& opts, int argc, const char* const* a
     result = opts.parse(argc, argv);
   } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
     throw UsageError(bad_value_message(e.what(), argc, argv), opts.help());
+  } catch (const cxxopts::exceptions::no_such_option& e) {
+    throw UsageError(unknown_option_message(e.what(), argc, argv), opts.help());
   } catch (const cxxopts::exceptions::exception& e) {
     throw UsageError(e.what(), opts.help());
   }

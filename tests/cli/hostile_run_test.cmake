@@ -33,6 +33,11 @@ if(CASE STREQUAL "run_flag_values")
   if(NOT OUT STREQUAL "")
     message(FATAL_ERROR "a refused flag printed on stdout:\n${OUT}")
   endif()
+  # An unknown option is named as typed, by every command (options.h parse_options).
+  psa_expect(2 run ${small_run} --nope)
+  expect_match("${ERR}" "^psa: unknown option '--nope'\n" "run --nope")
+  psa_expect(2 presets -n)
+  expect_match("${ERR}" "^psa: unknown option '-n'\n" "presets -n")
   psa_expect(0 version --json=true)  # the flag's own value spelled out is the flag
   expect_match("${OUT}" "^\\{\"library\": " "--json=true")
 
