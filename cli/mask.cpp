@@ -3,13 +3,12 @@
 // video view of one query block. The picture is drawn by the library.
 #include "mask.h"
 
-#include <charconv>
 #include <cstdio>
-#include <system_error>
 #include <string>
 #include <vector>
 
 #include "cli.h"
+#include "options.h"
 #include "run.h"
 
 namespace psa_cli {
@@ -42,12 +41,12 @@ const char* const kMaskUsage =
 int64_t to_int(const std::string& flag, const std::string& text, const std::string& typed,
                const char* expected = "an integer") {
   int64_t v = 0;
-  const char* const end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
   const std::string where = "--" + flag + " '" + typed + "': ";
-  if (ec == std::errc::result_out_of_range) throw UsageError(where + "out of range", kMaskUsage);
-  if (text.empty() || ec != std::errc() || ptr != end)
-    throw UsageError(where + "expected " + expected, kMaskUsage);
+  switch (parse_integer(text, &v)) {
+    case Decimal::kOutOfRange: throw UsageError(where + "out of range", kMaskUsage);
+    case Decimal::kNotANumber: throw UsageError(where + "expected " + expected, kMaskUsage);
+    case Decimal::kOk: break;
+  }
   return v;
 }
 

@@ -115,6 +115,18 @@ inline Decimal parse_decimal(const std::string& text, double* out) {
   return Decimal::kOk;
 }
 
+// An integer option's text, read whole as a decimal int64 (an optional '-', then digits: no
+// spaces, no '+'); past int64 is kOutOfRange, not the nearest value.
+inline Decimal parse_integer(const std::string& text, int64_t* out) {
+  const char* const end = text.data() + text.size();
+  int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec == std::errc::result_out_of_range) return Decimal::kOutOfRange;
+  if (text.empty() || ec != std::errc() || ptr != end) return Decimal::kNotANumber;
+  *out = v;
+  return Decimal::kOk;
+}
+
 // Parses argv (starting at the subcommand name). Returns false after printing the help
 // when --help was given (the caller then exits 0); the options must define "help".
 inline bool parse_options(cxxopts::Options& opts, int argc, const char* const* argv,

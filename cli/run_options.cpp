@@ -1,8 +1,6 @@
 // cli/run_options.cpp -- command line of `psa run` and `psa demo` -> RunOptions. Checks
 // only what the CLI itself needs (which flags go together); values the library checks
 // (head_dim, block sizes, grid vs sequence length) are left to its messages.
-#include <cerrno>
-#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,22 +78,17 @@ cxxopts::Options make_options(bool demo) {
   return o;
 }
 
-// Parses "5,16,24" (or "5x16x24") into three positive integers.
+// Parses "5,16,24" (or "5x16x24") into three positive integers (past int64: refused, not
+// clamped to INT64_MAX).
 bool parse_grid(const std::string& s, int64_t out[3]) {
   size_t pos = 0;
   for (int i = 0; i < 3; ++i) {
-    if (pos >= s.size() || s[pos] < '0' || s[pos] > '9') return false;
-    char* end = nullptr;
-    errno = 0;
-    out[i] = std::strtoll(s.c_str() + pos, &end, 10);
-    if (errno == ERANGE) return false;  // past int64: not clamped to INT64_MAX
-    pos = static_cast<size_t>(end - s.c_str());
-    if (i < 2) {
-      if (pos >= s.size() || (s[pos] != ',' && s[pos] != 'x')) return false;
-      ++pos;
-    }
+    const size_t end = i < 2 ? s.find_first_of(",x", pos) : s.size();
+    if (end == std::string::npos || pos >= s.size() || s[pos] < '0' || s[pos] > '9') return false;
+    if (parse_integer(s.substr(pos, end - pos), &out[i]) != Decimal::kOk || out[i] < 1) return false;
+    pos = end + 1;
   }
-  return pos == s.size() && out[0] > 0 && out[1] > 0 && out[2] > 0;
+  return true;
 }
 
 // cxxopts only knows long options of two or more characters; --q/--k/--v (the names the
