@@ -300,17 +300,30 @@ RunReport execute_run(const RunOptions& o) {
   if (!o.save_inputs.empty()) check_output_path(o.save_inputs + "q.npy", "--save-inputs");
   if (!o.mask.png.empty()) check_output_path(o.mask.png, "--mask-png");
 
-  ContextPtr ctx = make_context(cfg.get(), o.backend);
-  r.backend = psa_context_backend(ctx.get());
+  ContextPtr ctx, dense;
+  // The sparse and the dense-reference context on one backend, with the grid and the step.
+  auto open_contexts = [&](psa_backend backend) {
+    ctx = make_context(cfg.get(), backend);
+    r.backend = psa_context_backend(ctx.get());
+    dense = make_context(dense_cfg.get(), r.backend);
+    r.grid = apply_grid(o, r.info, ctx.get());
+    apply_grid(o, r.info, dense.get());
+    check(psa_context_set_step(ctx.get(), o.step_given ? o.step : r.info.warmup_steps));
+  };
+  open_contexts(o.backend);
   r.backend_reason = backend_reason(o.backend, r.backend);
   r.max_error = o.max_error;
-  ContextPtr dense = make_context(dense_cfg.get(), r.backend);
-  r.grid = apply_grid(o, r.info, ctx.get());
-  apply_grid(o, r.info, dense.get());
   r.step_pinned = o.step_given;
-  check(psa_context_set_step(ctx.get(), o.step_given ? o.step : r.info.warmup_steps));
 
   Inputs in = make_inputs(o, r.grid, r);
+  // --backend auto with f32 inputs (--dtype f32 or '<f4' files): the CUDA kernels take f16 and
+  // bf16 only, so the run goes to the CPU backend, which takes f32, and says so.
+  if (o.backend == PSA_BACKEND_AUTO && r.backend == PSA_BACKEND_CUDA &&
+      in.q.desc.dtype == PSA_DTYPE_F32) {
+    open_contexts(PSA_BACKEND_CPU);
+    r.backend_reason = "cpu: --backend auto: the inputs are f32 and the CUDA kernels take f16 and "
+                       "bf16 (--dtype bf16 or f16 runs on the GPU)";
+  }
   HostTensor out = make_tensor(o.layout, in.q.desc.dtype, in.q.batch(), in.q.heads(),
                                in.q.seq_len(), in.q.head_dim());
   HostTensor dense_out = out;

@@ -184,6 +184,16 @@ elseif(CASE STREQUAL "run_backend_line")
   expect_match("${OUT}" "\n  backend +(cpu: --backend auto: (this libpsa was built without CUDA|no usable CUDA device[^\n]*)|cuda: .* \\(--backend auto: the CUDA backend is built in and a device is usable\\))\n" "auto backend line")
   psa_expect(0 run ${small_run} --backend cpu --json)
   expect_match("${OUT}" "\"backend\": \"cpu\", \"backend_reason\": \"cpu: asked for with --backend cpu\"" "cpu backend reason")
+  # f32 inputs with --backend auto run on the CPU (the CUDA kernels take f16 and bf16); where
+  # auto picks CUDA for bf16 inputs, the line says why f32 did not.
+  psa_expect(0 run ${small_run} --dtype bf16)
+  set(bf16_line "${OUT}")
+  psa_expect(0 run ${small_run} --dtype f32)
+  if(bf16_line MATCHES "\n  backend +cuda: ")
+    expect_match("${OUT}" "\n  backend +cpu: --backend auto: the inputs are f32 and the CUDA kernels take f16 and bf16 \\(--dtype bf16 or f16 runs on the GPU\\)\n" "f32 on a GPU machine")
+  else()
+    expect_match("${OUT}" "\n  backend +cpu: --backend auto: " "f32 without a GPU")
+  endif()
   # Not a terminal: no progress on stderr.
   if(NOT ERR STREQUAL "")
     message(FATAL_ERROR "psa run wrote to stderr with stderr not a terminal:\n${ERR}")
