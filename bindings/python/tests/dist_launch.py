@@ -5,6 +5,7 @@
 # and test_xdit.py files; gloo_available() is their skip condition.
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,13 @@ def run_ranks(script, world, prefix, timeout=240, args=()):
     """{case: [result of rank 0, rank 1, ...], "_seconds": wall time of the run}; `args`:
     further command-line arguments of the worker."""
     outdir = tempfile.mkdtemp(prefix=prefix)
+    try:
+        return _run_in(outdir, script, world, timeout, args)
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+
+
+def _run_in(outdir, script, world, timeout, args):
     init_file = os.path.join(outdir, "rendezvous")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p])
