@@ -50,6 +50,7 @@ PresetInfo read_preset_info(const psa_config* c) {
   p.divisor[1] = get_int(c, PSA_PARAM_HEIGHT_DIVISOR);
   p.divisor[2] = get_int(c, PSA_PARAM_WIDTH_DIVISOR);
   p.sparsity = get_double(c, PSA_PARAM_SPARSITY);
+  p.xattn_stride = get_int(c, PSA_PARAM_XATTN_STRIDE);
   return p;
 }
 
@@ -100,10 +101,14 @@ std::string fmt_num(double x) {
   return buf;
 }
 
+// psa and psa_causal choose a level per block pair (mask mode, format, level ends); rf_v2 and
+// ada_bsa keep or skip blocks at a sparsity.
+static bool has_levels(psa_method m) { return m == PSA_METHOD_PSA || m == PSA_METHOD_PSA_CAUSAL; }
+
 std::string describe_preset(const PresetInfo& p) {
   std::string s = col(method_name(p.method), 7);
   if (p.method == PSA_METHOD_DENSE) return s + "plain attention";
-  if (p.method == PSA_METHOD_PSA) {
+  if (has_levels(p.method)) {
     s += col(mask_mode_name(p.mask_mode), 14);
     s += col(std::string(mask_format_name(p.mask_format)) + (p.use_sim_mask ? "+sim" : ""), 10);
   } else {
@@ -112,7 +117,7 @@ std::string describe_preset(const PresetInfo& p) {
   s += col("block " + std::to_string(p.block_m) + "x" + std::to_string(p.block_n) + " tile " +
                std::to_string(p.tile_n),
            20);
-  if (p.method == PSA_METHOD_PSA) {
+  if (has_levels(p.method)) {
     static const char* const kLevel[5] = {"1", "2", "4", "8", "0"};
     std::string ends = "ends";
     for (int i = 0; i < 5; ++i) ends += std::string(" ") + kLevel[i] + ":" + fmt_num(p.ratio_end[i]);
@@ -131,7 +136,7 @@ const char* const kPresetColumnsLegend =
 std::string describe_preset_labelled(const PresetInfo& p) {
   std::string s = std::string("type ") + method_name(p.method);
   if (p.method == PSA_METHOD_DENSE) return s + " (plain attention)";
-  if (p.method == PSA_METHOD_PSA) {
+  if (has_levels(p.method)) {
     s += std::string(", mask mode ") + mask_mode_name(p.mask_mode) + ", mask format " +
          mask_format_name(p.mask_format) + (p.use_sim_mask ? "+sim" : "");
   } else {
@@ -139,7 +144,9 @@ std::string describe_preset_labelled(const PresetInfo& p) {
   }
   s += ", blocks " + std::to_string(p.block_m) + "x" + std::to_string(p.block_n) + " (tile " +
        std::to_string(p.tile_n) + ")";
-  if (p.method == PSA_METHOD_PSA) {
+  if (p.method == PSA_METHOD_PSA_CAUSAL)
+    s += ", antidiagonal importance stride " + std::to_string(p.xattn_stride);
+  if (has_levels(p.method)) {
     static const char* const kLevel[5] = {"1", "2", "4", "8", "skip"};
     s += ", level ends";
     for (int i = 0; i < 5; ++i) s += std::string(" ") + kLevel[i] + ":" + fmt_num(p.ratio_end[i]);

@@ -21,6 +21,7 @@ struct PresetInfo {
   int64_t text_length = 0;
   int64_t divisor[3] = {1, 1, 1};  // depth (frames), height, width
   double sparsity = 0.0;           // rf_v2 / ada_bsa
+  int64_t xattn_stride = 0;        // psa_causal: the antidiagonal importance's stride
 };
 
 // Reads every field above; throws Failure on a library error.

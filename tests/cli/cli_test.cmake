@@ -34,6 +34,12 @@ elseif(CASE STREQUAL "presets")
   endforeach()
   expect_match("${OUT}" "\\* psa_balanced +psa +thresholdbound +levels\\+sim +block 128x128"
                "Wan2.1_1.3b psa_balanced line")
+  # psa_causal presets choose levels as psa does: mask mode, format and level ends, not a sparsity.
+  expect_match("${OUT}" "\\* psa_balanced +psa_causal +energybound +levels\\+sim +block 128x128 tile 32 +ends 1:0.7 2:0.8 4:0.9 8:0.9 0:1 +none +warmup 0\n"
+               "Qwen psa_causal line")
+  psa_expect(0 run --model Qwen2.5-VL-7B --preset psa_topk --grid 2,16,16 --heads 2 --head-dim 64)
+  expect_match("${OUT}" "\n  preset +type psa_causal, mask mode topk, mask format levels\\+sim, blocks 128x128 \\(tile 32\\), antidiagonal importance stride 16, level ends 1:0.05 "
+               "Qwen psa_causal run label")
   psa_expect(0 presets --config "${SOURCE_DIR}/configs/attention_config.yaml")
   expect_match("${OUT}" "^8 models" "model count from the file")
 
