@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh -- GPU machine only: build with CUDA, run psa_cuda_tests (+ timings), a
-# PyTorch dense cross-check through the C ABI, compute-sanitizer memcheck/racecheck/synccheck;
+# scripts/gpu_check.sh -- GPU machine only: build with CUDA, run psa_cuda_tests (+ timings), the
+# other ctests of that build (CLI and tools, where --backend auto picks the GPU), a PyTorch dense
+# cross-check through the C ABI, compute-sanitizer memcheck/racecheck/synccheck;
 # logs + summary.txt to $OUT (else the build dir). Usage: scripts/gpu_check.sh [build-dir]
 # Env: CUDA_ARCHS (90a), GTEST_FILTER, MEMCHECK_FILTER, RACECHECK_FILTER, SANITIZER_TIMEOUT,
 # SKIP_TIMING.
@@ -32,6 +33,15 @@ rc=$?
 say "gpu tests: rc=$rc ($(( $(date +%s) - t0 )) s): $(grep -E '^\[==========\] [0-9]+ tests|^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$out/gpu_tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED' "$out/gpu_tests.log" | tee -a "$summary"
 grep -E '^\[(pool|importance|mask|attention|forward)\]' "$out/gpu_tests.log" >>"$summary"
+# The rest of the ctest suite in the same CUDA build: with a device, `--backend auto` picks CUDA,
+# so the CLI and tool tests see what users of a GPU machine see (a CPU-only CI cannot).
+t0=$(date +%s)
+(cd "$build" && ctest -j"$(nproc)" -LE gpu --timeout 300 --output-on-failure >"$out/ctest_cpu_label.log" 2>&1)
+crc=$?
+say "ctest -LE gpu (CUDA build): rc=$crc ($(( $(date +%s) - t0 )) s): $(grep -E 'tests passed' "$out/ctest_cpu_label.log")"
+grep -E '\((Failed|Timeout)\)' "$out/ctest_cpu_label.log" | tee -a "$summary"
+[ $crc -eq 0 ] || rc=$crc
+
 if [ -z "${SKIP_TIMING:-}" ]; then
   "$bin" --gtest_also_run_disabled_tests --gtest_filter='CudaTiming.*' >"$out/timing.log" 2>&1
   say "timing: rc=$?"
