@@ -167,6 +167,26 @@ def _resolve_config(model: Optional[str], preset: Optional[str], config: ConfigL
     return cfg
 
 
+# ---- arguments shared by every entry (attention, sparse_attention, psa.torch, psa.jax) --------
+_FLT_MAX = 3.4028234663852886e+38  # the largest scale: the kernels compute in float
+
+
+def check_scale(scale: Any) -> float:
+    """The softmax scale as a float; 0.0 for None (libpsa's 1/sqrt(head_dim)); ValueError
+    for anything else than a number in (0, FLT_MAX]."""
+    if scale is None:
+        return 0.0
+    if not isinstance(scale, bool) and isinstance(scale, (int, float)):
+        try:
+            value = float(scale)
+        except OverflowError:  # an int past the float range
+            value = float("inf")
+        if 0.0 < value <= _FLT_MAX:
+            return value
+    raise ValueError("scale = %r: expected a float in (0, %r] (None: 1/sqrt(head_dim))"
+                     % (scale, _FLT_MAX))
+
+
 # ---- arrays --------------------------------------------------------------------------------
 def _check_inference(*arrays: Any, names: Tuple[str, ...] = ("q", "k", "v")) -> None:
     torch = sys.modules.get("torch")
@@ -409,10 +429,7 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
     if causal:
         cfg["causal"] = True
     if scale is not None:
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
-            raise ValueError("scale = %r: expected a float > 0 (None: 1/sqrt(head_dim))"
-                             % (scale,))
-        cfg["scale"] = float(scale)
+        cfg["scale"] = check_scale(scale)
     axes = parse_layout(layout)
     # The grid describes the key sequence; q follows it too unless it is a shard of the
     # queries (use_rearrange off: libpsa then says so when they differ).
@@ -511,9 +528,7 @@ def sparse_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
         raise ValueError("sparsity = %r: expected a float in [0, 1)" % (sparsity,))
     if not 0.0 < cdf_threshold <= 1.0:
         raise ValueError("cdf_threshold = %r: expected a float in (0, 1]" % (cdf_threshold,))
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
-                              or not scale > 0):
-        raise ValueError("scale = %r: expected a float > 0 (None: 1/sqrt(head_dim))" % (scale,))
+    scale_value = check_scale(scale)  # 0.0: 1/sqrt(head_dim)
     axes = parse_layout(layout)
     shape = _shape4(query, "query", layout)
     heads, seq_len = int(shape[axes[1]]), int(shape[axes[2]])
@@ -535,7 +550,7 @@ def sparse_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
                     int(capi.PSA_TEXT_FIRST) if txt_len else int(capi.PSA_TEXT_NONE))
     del latent_shape_k  # accepted for the vendor signature; never read (as upstream)
     params = (int(method), float(sparsity), float(cdf_threshold), int(keep_sink),
-              int(keep_recent), float(scale or 0.0), int(is_causal))
+              int(keep_recent), scale_value, int(is_causal))
 
     def make_config() -> Config:
         # The vendor defaults as a config: 128 x 128 blocks, no warm-up, no rearrange flag
@@ -548,7 +563,7 @@ def sparse_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
         cfg["cdf_threshold"] = float(cdf_threshold)
         cfg["keep_sink"] = int(keep_sink)
         cfg["keep_recent"] = int(keep_recent)
-        cfg["scale"] = float(scale or 0.0)
+        cfg["scale"] = scale_value
         cfg["causal"] = int(is_causal)
         return cfg
 

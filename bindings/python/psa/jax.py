@@ -253,10 +253,7 @@ def attention(q: Any, k: Any, v: Any, *, model: Optional[str] = None,
                      "" if isinstance(config, Config) else _api.DEFAULT_MODEL)
     if not isinstance(causal, bool):
         raise TypeError("causal = %r: expected a bool" % (causal,))
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
-                              or not scale > 0):
-        raise ValueError("scale = %r: expected a float > 0 (None: 1/sqrt(head_dim))"
-                         % (scale,))
+    _api.check_scale(scale)
     if step is not None and (isinstance(step, bool) or not isinstance(step, int)
                              or not 0 <= step <= _INT64_MAX):
         raise ValueError("step = %r: expected None (sparse) or an int in [0, 2**63 - 1]"

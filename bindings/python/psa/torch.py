@@ -227,9 +227,7 @@ def _check_scalars(grid: Any, text_length: Any, text_first: Any, layout: Any, ca
         raise TypeError("text_first = %r: expected a bool or None" % (text_first,))
     if not isinstance(causal, bool):
         raise TypeError("causal = %r: expected a bool" % (causal,))
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
-                              or not scale > 0):
-        raise ValueError("scale = %r: expected a float > 0 (None: 1/sqrt(head_dim))" % (scale,))
+    _api.check_scale(scale)
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or
                              not 0 <= step <= _INT64_MAX):
         raise ValueError("step = %r: expected None (sparse) or an int >= 0" % (step,))

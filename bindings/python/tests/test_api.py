@@ -220,6 +220,12 @@ def bad_calls(q, k, v, out):
         ("mask_mode = 'top'", ValueError,
          lambda: psa.attention(q, k, v, config={"mask_mode": "top"}, out=out)),
         ("scale = -1", ValueError, lambda: psa.attention(q, k, v, scale=-1, out=out)),
+        # Past float's range (the kernels compute in float): named by Python, as -1 is.
+        ("scale = inf", ValueError, lambda: psa.attention(q, k, v, scale=float("inf"), out=out)),
+        ("scale = 1e+39", ValueError, lambda: psa.attention(q, k, v, scale=1e39, out=out)),
+        ("scale = 1000000", ValueError, lambda: psa.attention(q, k, v, scale=10**400, out=out)),
+        ("scale = inf", ValueError,
+         lambda: psa.sparse_attention(q, k, v, scale=float("inf"), out=out)),
         ("causal = 'yes'", TypeError, lambda: psa.attention(q, k, v, causal="yes", out=out)),
         ("mask_ratios", psa.Error,
          lambda: psa.attention(q, k, v, config={"mask_ratios.1": 0.9, "mask_ratios.2": 0.5},

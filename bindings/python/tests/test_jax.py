@@ -333,6 +333,7 @@ def test_bad_input_raises_at_trace_time():
         (dict(step=-1), ValueError, "step = -1"),
         (dict(causal=1), TypeError, "causal = 1"),
         (dict(scale=0.0), ValueError, "scale = 0.0"),
+        (dict(scale=1e39), ValueError, "scale = 1e\\+39"),
         (dict(return_lse="yes"), TypeError, "return_lse"),
         (dict(model=3), TypeError, "model = 3"),
         (dict(config=[1]), TypeError, "config = \\[1\\]"),

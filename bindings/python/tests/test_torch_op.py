@@ -350,6 +350,7 @@ def test_fake_rejects_what_the_real_op_rejects(name, lse):
     ({"text_length": -1, "grid": GRID}, ValueError, "text_length = -1"),
     ({"scale": "x"}, ValueError, "scale = 'x'"),
     ({"scale": 0.0}, ValueError, "scale = 0.0"),
+    ({"scale": float("inf")}, ValueError, "scale = inf"),
     ({"step": True}, ValueError, "step = True"),
     ({"step": 2**70}, ValueError, "step = "),
     ({"grid": 5}, ValueError, "grid = 5"),
