@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 import enum
-from typing import Dict, Iterator, List, Optional, Tuple, Type, Union
+import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Type, Union
 
 from . import capi
 
@@ -159,10 +160,44 @@ Key = Union[str, int]
 
 
 def check_text(name: str, value: Optional[str]) -> None:
-    """ValueError naming the argument when a string holds a NUL character (C would read
-    only the part before it)."""
-    if isinstance(value, str) and "\0" in value:
+    """For a str argument that libpsa reads as C text (None: not given): TypeError naming the
+    argument for anything but a str, ValueError for a NUL character (C would read only the
+    part before it) or text that is not UTF-8 (lone surrogates)."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise TypeError("%s = %r: expected a str" % (name, value))
+    if "\0" in value:
         raise ValueError("%s = %r: must not contain a NUL character" % (name, value))
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError("%s = %r: not valid UTF-8 (character %d)" % (name, value, e.start)) \
+            from None
+
+
+def path_text(name: str, path: Any) -> str:
+    """`path` (str, bytes or os.PathLike) as the UTF-8 text libpsa opens: TypeError naming the
+    argument for other types, ValueError for NUL characters and for bytes (or
+    surrogate-escaped text) that are not UTF-8."""
+    try:
+        target: Union[str, bytes] = os.fspath(path)
+    except TypeError:
+        raise TypeError("%s = %r: expected a str, bytes or os.PathLike" % (name, path)) from None
+    if isinstance(target, bytes):
+        try:
+            target = target.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError("%s = %r: not valid UTF-8 (byte %d); libpsa opens UTF-8 paths"
+                             % (name, target, e.start)) from None
+    try:
+        target.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError("%s = %r: not valid UTF-8 (character %d); libpsa opens UTF-8 paths"
+                         % (name, target, e.start)) from None
+    if "\0" in target:
+        raise ValueError("%s = %r: must not contain a NUL character" % (name, target))
+    return target
 
 
 def _param_id(key: Key) -> int:
@@ -216,10 +251,12 @@ class Config:
         text `yaml`. Raises psa.Error (PSA_ERR_NOT_FOUND lists the models/presets)."""
         if path is not None and yaml is not None:
             raise ValueError("pass path= or yaml=, not both")
-        for arg, text in (("model", model), ("preset", preset), ("path", path)):
+        if model is None:
+            raise TypeError("model = None: expected a model name (str)")
+        for arg, text in (("model", model), ("preset", preset), ("yaml", yaml)):
             check_text(arg, text)
         if path is not None:
-            return cls(capi.psa_config_load_file(str(path), model, preset))
+            return cls(capi.psa_config_load_file(path_text("path", path), model, preset))
         if yaml is not None:
             return cls(capi.psa_config_load_string(yaml, model, preset))
         return cls(capi.psa_config_load_embedded(model, preset))
@@ -338,10 +375,11 @@ class _Model:
 
 
 def _catalog(path: Optional[str] = None, yaml: Optional[str] = None) -> Dict[str, _Model]:
-    check_text("path", None if path is None else str(path))
+    if path is not None and yaml is not None:
+        raise ValueError("pass path= or yaml=, not both")
     check_text("yaml", yaml)
     cat = (capi.psa_catalog_open_string(yaml) if yaml is not None
-           else capi.psa_catalog_open(None if path is None else str(path)))
+           else capi.psa_catalog_open(None if path is None else path_text("path", path)))
     models: Dict[str, _Model] = {}
     for i in range(int(capi.psa_catalog_model_count(cat))):
         model = str(capi.psa_catalog_model_name(cat, i))

@@ -9,6 +9,7 @@ import os
 from typing import Any, NamedTuple, Optional, Sequence, Union
 
 from . import capi
+from ._config import path_text
 
 _VIEWS = {"blocks": int(capi.PSA_MASK_VIEW_BLOCKS), "video": int(capi.PSA_MASK_VIEW_VIDEO)}
 _SEQUENCES = {"queries": 0, "keys": 1}
@@ -61,7 +62,7 @@ def plot_mask(source: Any, path: Union[str, "os.PathLike[str]"], view: str = "bl
     """
     if not isinstance(view, str) or view not in _VIEWS:
         raise ValueError("view = %r: expected 'blocks' or 'video'" % (view,))
-    target = _png_path(path)
+    target = path_text("path", path)
     for name, value, low in (("batch", batch, 0), ("head", head, -1),
                              ("query_block", query_block, -1), ("cell", cell, 0)):
         if value is None and name in ("head", "query_block"):
@@ -110,29 +111,6 @@ def plot_mask(source: Any, path: Union[str, "os.PathLike[str]"], view: str = "bl
     heads, mq, nk = (int(x) for x in levels.shape)
     capi.psa_mask_write_png(target, int(levels.ctypes.data), heads, mq, nk,
                             -1 if head is None else head, cell)
-    return target
-
-
-def _png_path(path: Any) -> str:
-    """`path` as the UTF-8 text libpsa opens: ValueError naming it for NUL characters and
-    bytes (or surrogate-escaped text) that are not UTF-8."""
-    try:
-        target: Union[str, bytes] = os.fspath(path)
-    except TypeError:
-        raise TypeError("path = %r: expected a str, bytes or os.PathLike" % (path,)) from None
-    if isinstance(target, bytes):
-        try:
-            target = target.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ValueError("path = %r: not valid UTF-8 (byte %d); libpsa opens UTF-8 paths"
-                             % (target, e.start)) from None
-    try:
-        target.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ValueError("path = %r: not valid UTF-8 (character %d); libpsa opens UTF-8 paths"
-                         % (target, e.start)) from None
-    if "\0" in target:
-        raise ValueError("path = %r: must not contain a NUL character" % (target,))
     return target
 
 

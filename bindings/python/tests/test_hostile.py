@@ -82,6 +82,36 @@ def test_sequence_order_too_long_to_allocate():
         psa.sequence_order((1, 2**20, 2**20))
 
 
+def test_config_text_arguments_are_named():
+    # Every text argument that libpsa reads as C text: a wrong type is a TypeError naming the
+    # argument (not SWIG's "argument 1 of type 'char const *'"); a NUL is a ValueError (load's
+    # yaml= read only the text before it: "a\0..." loaded "a").
+    text = psa.capi.psa_embedded_config_yaml()
+    with pytest.raises(TypeError, match="model = 3: expected a str"):
+        psa.Config.load(3)
+    with pytest.raises(TypeError, match="model = None"):
+        psa.Config.load(None)
+    with pytest.raises(TypeError, match="preset = 3: expected a str"):
+        psa.Config.load("Wan2.1_1.3b", 3)
+    with pytest.raises(TypeError, match="yaml = b'x': expected a str"):
+        psa.Config.load("Wan2.1_1.3b", yaml=b"x")
+    with pytest.raises(ValueError, match="yaml = .*: must not contain a NUL"):
+        psa.Config.load("Wan2.1_1.3b", yaml=text + "\0junk")
+    with pytest.raises(ValueError, match="model = .*not valid UTF-8"):
+        psa.Config.load("Wan\udc80")
+    with pytest.raises(TypeError, match="yaml = 5: expected a str"):
+        psa.presets(yaml=5)
+    with pytest.raises(TypeError, match="path = 5: expected a str, bytes or os.PathLike"):
+        psa.presets(path=5)
+    with pytest.raises(ValueError, match="path= or yaml=, not both"):
+        psa.presets(path="x.yaml", yaml=text)
+    # Paths as str, bytes or os.PathLike all open the file.
+    path = psa.__file__  # any readable file: its YAML error names the path
+    for p in (path, path.encode(), __import__("pathlib").Path(path)):
+        with pytest.raises(psa.Error, match="__init__.py"):
+            psa.Config.load("Wan2.1_1.3b", path=p)
+
+
 def test_config_keys_and_values():
     cfg = psa.Config()
     with pytest.raises(ValueError, match="NUL"):
