@@ -145,8 +145,6 @@ class Context:
                                                     _lookup(_BACKENDS, backend, "backend"),
                                                     int_arg("device", device, 32))
         self._workspace: Optional[Tuple[Any, int, Tuple[str, int]]] = None
-        self._backend = ("cuda" if capi.psa_context_backend(self._handle) == capi.PSA_BACKEND_CUDA
-                         else "cpu")
         self._blocks = (int(config["block_size.m"]), int(config["block_size.n"]))
 
     # -- lifetime ----------------------------------------------------------------------
@@ -178,7 +176,7 @@ class Context:
         """ValueError naming the argument when its memory is not the backend's (host
         memory for the CPU backend, CUDA memory for the CUDA backend), before libpsa is
         given the pointer: a host-only build cannot tell a device pointer from a host one."""
-        check_backend(self._backend, name, device, device_id)
+        check_backend(self.backend, name, device, device_id)
 
     @property
     def config(self) -> Config:

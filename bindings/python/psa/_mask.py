@@ -128,12 +128,12 @@ def _level_array(source: Any) -> Any:
     except Exception as e:  # noqa: BLE001 -- any object NumPy cannot take
         raise TypeError("source: a %s is neither a psa.Context nor a level map array (%s)"
                         % (type(source).__name__, e)) from None
-    if levels.dtype.kind not in "iuf" or levels.ndim not in (3, 4):
-        if levels.ndim not in (3, 4):
-            raise ValueError("levels: expected [heads, q_blocks, k_blocks] or [batch, heads, "
-                             "q_blocks, k_blocks], got shape %r (source: a %s; expected a "
-                             "psa.Context or a level map array)"
-                             % (levels.shape, type(source).__name__))
+    if levels.ndim not in (3, 4):
+        raise ValueError("levels: expected [heads, q_blocks, k_blocks] or [batch, heads, "
+                         "q_blocks, k_blocks], got shape %r (source: a %s; expected a "
+                         "psa.Context or a level map array)"
+                         % (levels.shape, type(source).__name__))
+    if levels.dtype.kind not in "iuf":
         raise TypeError("levels: dtype %s; expected integers 0 (skipped), 1, 2, 4 or 8"
                         % (levels.dtype,))
     bad = ~np.isin(levels, _LEVEL_VALUES)

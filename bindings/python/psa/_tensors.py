@@ -415,11 +415,11 @@ def allocate(template: Any, device: str, nbytes: Optional[int] = None,
     host is refused with psa.Error naming `name` when the machine cannot hold it
     (check_host_memory), before anything is allocated."""
     framework = framework_of(template)
-    if nbytes is not None and device == "cpu":
-        check_host_memory(nbytes, name)
     if framework == "torch":
         torch = sys.modules["torch"]
         if nbytes is not None:
+            if device == "cpu":
+                check_host_memory(nbytes, name)
             return torch.empty((nbytes,), dtype=torch.uint8, device=template.device)
         return torch.empty(tuple(shape) if shape is not None else template.shape,
                            dtype=torch.float32 if float32 else template.dtype,
