@@ -170,6 +170,10 @@ PSA_PY_HANDLE(psa_catalog, psa_catalog_s, psa_catalog_destroy)
 PyObject* psa_py_dlpack_info(PyObject* capsule);
 
 #elif defined(SWIGCSHARP)
+/* The flat functions (the module class PsaNative) are internal: callers use Config, Context,
+ * TensorDesc and the enums, and the constants they need are public there (Stage, LevelStat,
+ * Context.HeaderVersion). */
+%pragma(csharp) moduleclassmodifiers="internal class"
 /* Opaque objects, data pointers and the stream are IntPtr; the C# layer owns handles
  * through SafeHandle (csharp/Handles.cs). */
 %apply void *VOID_INT_PTR {

@@ -7,14 +7,29 @@ using System.Runtime.InteropServices;
 
 namespace Psa {
 
+/// <summary>Indices of ForwardStats.StageMs (PSA_STAGE_* of psa.h).</summary>
+public static class Stage {
+  public static readonly int Rearrange = PsaNative.PSA_STAGE_REARRANGE, Pool = PsaNative.PSA_STAGE_POOL,
+      Importance = PsaNative.PSA_STAGE_IMPORTANCE, Mask = PsaNative.PSA_STAGE_MASK,
+      Attention = PsaNative.PSA_STAGE_ATTENTION, Inverse = PsaNative.PSA_STAGE_INVERSE,
+      Total = PsaNative.PSA_STAGE_TOTAL;
+}
+
+/// <summary>Indices of ForwardStats.LevelFraction (PSA_STAT_LEVEL_* of psa.h).</summary>
+public static class LevelStat {
+  public static readonly int Level1 = PsaNative.PSA_STAT_LEVEL_1, Level2 = PsaNative.PSA_STAT_LEVEL_2,
+      Level4 = PsaNative.PSA_STAT_LEVEL_4, Level8 = PsaNative.PSA_STAT_LEVEL_8,
+      Skip = PsaNative.PSA_STAT_LEVEL_SKIP;
+}
+
 /// <summary>Statistics of a context's last forward (psa_stats).</summary>
 public sealed class ForwardStats {
   public bool RanDense;
   public long Step, CallIndex, QueryBlocks, KeyBlocks;
   public double Density;
-  /// <summary>Fractions of block pairs at level 1, 2, 4, 8 and skipped (PSA_STAT_LEVEL_*).</summary>
+  /// <summary>Fractions of block pairs at level 1, 2, 4, 8 and skipped (index: LevelStat).</summary>
   public double[] LevelFraction = new double[5];
-  /// <summary>Host milliseconds per stage, PSA_STAGE_* order (CPU backend only).</summary>
+  /// <summary>Host milliseconds per stage (index: Stage; CPU backend only).</summary>
   public double[] StageMs = new double[7];
   /// <summary>The arithmetic the attention ran: FP8 only where asked for and run on this shape.</summary>
   public Precision Precision;
@@ -171,6 +186,9 @@ public sealed class Context : IDisposable {
 
   /// <summary>Version of the loaded libpsa ("MAJOR.MINOR.PATCH").</summary>
   public static string LibraryVersion { get { return PsaNative.psa_version_string(); } }
+
+  /// <summary>Version of the psa.h this assembly was generated from (PSA_VERSION_STRING).</summary>
+  public static string HeaderVersion { get { return PsaNative.PSA_VERSION_STRING; } }
 }
 
 }  // namespace Psa

@@ -73,8 +73,8 @@ static class Example {
       }
       double err = Math.Sqrt(num / den);
       Console.WriteLine("density {0:F4}, rel-L2 vs dense {1:E4}, time sparse {2:F1} ms, dense {3:F1} ms",
-                        s.Density, err, s.StageMs[PsaNative.PSA_STAGE_TOTAL],
-                        d.StageMs[PsaNative.PSA_STAGE_TOTAL]);
+                        s.Density, err, s.StageMs[Stage.Total],
+                        d.StageMs[Stage.Total]);
       try {
         Config.Load("Wan2.1_1.3b", "no_such_preset");
       } catch (PsaException e) {

@@ -111,7 +111,7 @@ static class PsaTests {
     Check("versions agree", () => {
       string lib = Context.LibraryVersion;
       Version asm = typeof(Context).Assembly.GetName().Version;
-      Assert(lib == PsaNative.PSA_VERSION_STRING, "header " + PsaNative.PSA_VERSION_STRING + " vs library " + lib);
+      Assert(lib == Context.HeaderVersion, "header " + Context.HeaderVersion + " vs library " + lib);
       Assert(lib == asm.Major + "." + asm.Minor + "." + asm.Build, "assembly " + asm + " vs library " + lib);
     });
 
@@ -183,6 +183,20 @@ static class PsaTests {
         Assert(!s.RanDense && s.Density > 0 && s.Density < 1, "density " + s.Density);
         Assert(s.KeyBlocks == L / 32, "key blocks " + s.KeyBlocks);
         Assert(s.Precision == Precision.DEFAULT, "precision " + s.Precision);
+        // The public indices: the level fractions cover every block pair, and density is the
+        // work they weigh (a level-l pair costs 1/l of a level-1 pair); host stage times add up.
+        double[] f = s.LevelFraction;
+        double all = f[LevelStat.Level1] + f[LevelStat.Level2] + f[LevelStat.Level4] + f[LevelStat.Level8] +
+                     f[LevelStat.Skip];
+        double work = f[LevelStat.Level1] + f[LevelStat.Level2] / 2 + f[LevelStat.Level4] / 4 + f[LevelStat.Level8] / 8;
+        Assert(Math.Abs(all - 1.0) < 1e-9 && f[LevelStat.Skip] > 0, "level fractions sum " + all);
+        Assert(Math.Abs(work - s.Density) < 1e-6, "density " + s.Density + " vs weighted levels " + work);
+        double parts = 0;
+        foreach (int i in new[] { Stage.Rearrange, Stage.Pool, Stage.Importance, Stage.Mask, Stage.Attention,
+                                   Stage.Inverse })
+          parts += s.StageMs[i];
+        Assert(s.StageMs[Stage.Total] > 0 && parts <= s.StageMs[Stage.Total] * 1.001 + 1e-3,
+               "stages " + parts + " ms of total " + s.StageMs[Stage.Total] + " ms");
         // precision = fp8: the CPU backend runs the 8-bit rule, and the stats say so.
         cfg.Set(Param.PRECISION, (long)Precision.FP8);
         using (var ctx8 = new Context(cfg, Backend.CPU)) {
