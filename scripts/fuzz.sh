@@ -8,7 +8,7 @@
 #
 # Environment:
 #   PSA_FUZZ_SECONDS    fuzzing time per target (default 60); 0 replays the corpus only
-#   PSA_FUZZ_TARGETS    targets to run (default: "yaml_config forward_cpu")
+#   PSA_FUZZ_TARGETS    targets to run (default: "yaml_config forward_cpu side_api")
 #   PSA_FUZZ_BUILD_DIR  build directory (default: build/fuzz under the repository)
 #   PSA_FUZZ_JOBS       build parallelism (default: nproc)
 #   PSA_FUZZ_REQUIRED   1: a missing clang/libFuzzer is an error, not a skip
@@ -19,7 +19,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 seconds=${PSA_FUZZ_SECONDS:-60}
-targets=${PSA_FUZZ_TARGETS:-"yaml_config forward_cpu"}
+targets=${PSA_FUZZ_TARGETS:-"yaml_config forward_cpu side_api"}
 build=${PSA_FUZZ_BUILD_DIR:-$root/build/fuzz}
 jobs=${PSA_FUZZ_JOBS:-$(nproc)}
 cc=${CC:-clang}
@@ -77,7 +77,8 @@ for t in $targets; do
   case "$t" in
     yaml_config) kind=yaml; max_len=4096 ;;
     forward_cpu) kind=forward; max_len=512 ;;
-    *) say "unknown target '$t' (known: yaml_config forward_cpu)" >&2; exit 2 ;;
+    side_api) kind=side_api; max_len=512 ;;
+    *) say "unknown target '$t' (known: yaml_config forward_cpu side_api)" >&2; exit 2 ;;
   esac
   bin="$build/fuzz_$t"
   seeds="$root/tests/fuzz/corpus/$kind"

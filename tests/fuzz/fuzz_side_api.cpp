@@ -1,0 +1,395 @@
+// tests/fuzz/fuzz_side_api.cpp -- libFuzzer target for the entry points beside the forward:
+// psa_merge_attention (ring attention's merge), psa_context_sequence_order and
+// psa_context_get_token_order (sequence parallelism), the vendor call psa_sparse_attention
+// (rf_v2 / ada_bsa / dense) and psa_mask_write_png, all on the CPU backend, with fuzzed
+// counts, shapes, strides, dtypes, grids and scalars. Buffers are allocated to exactly the
+// extent the arguments claim whenever they claim a valid, small one; otherwise the call gets
+// a small buffer and must refuse the arguments before it touches memory. Traps on a broken
+// promise:
+//   - a failing call records a known, non-internal status and a message, and writes nothing
+//     (outputs keep their sentinel);
+//   - a merge that succeeds writes every output element and no byte outside them, and its
+//     lse is the log-sum-exp of the parts' (to a relative 1e-4);
+//   - a sequence order that succeeds is a permutation, its text span lies inside it, and
+//     get_token_order after a forward agrees with it.
+// Build and run: scripts/fuzz.sh.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "psa.h"
+
+namespace {
+
+void check(bool ok) {
+  if (ok) return;
+  std::fprintf(stderr, "broken invariant; last libpsa status %s: %s\n", psa_status_name(psa_last_error_status()),
+               psa_last_error_message());
+  __builtin_trap();
+}
+
+void check_failure(psa_status st) {
+  check(st != PSA_OK && static_cast<int>(st) > 0 && static_cast<int>(st) < PSA_ERR_INTERNAL);
+  check(psa_last_error_status() == st);
+  check(psa_last_error_message()[0] != '\0');
+}
+
+constexpr uint8_t kSentinel = 0xa7;
+constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 18;
+
+int64_t fuzzed_int(FuzzedDataProvider& in) {
+  switch (in.ConsumeIntegralInRange<int>(0, 4)) {
+    case 0: return in.ConsumeIntegralInRange<int64_t>(-2, 4);
+    case 1: return in.ConsumeIntegralInRange<int64_t>(0, 40);
+    case 2: return int64_t{1} << in.ConsumeIntegralInRange<int>(0, 8);
+    case 3: return (int64_t{1} << in.ConsumeIntegralInRange<int>(9, 62)) + in.ConsumeIntegralInRange<int64_t>(-1, 1);
+    default: return in.ConsumeIntegral<int64_t>();
+  }
+}
+
+double fuzzed_double(FuzzedDataProvider& in) {
+  static const double kSpecial[] = {0.0, 0.5, 0.9, 0.999999, 1.0, -0.5, 1e-300,
+                                    std::numeric_limits<double>::infinity(),
+                                    std::numeric_limits<double>::quiet_NaN(),
+                                    std::numeric_limits<double>::max()};
+  if (in.ConsumeBool()) return kSpecial[in.ConsumeIntegralInRange<size_t>(0, 9)];
+  return in.ConsumeFloatingPointInRange<double>(-1.0, 2.0);
+}
+
+// Bytes a descriptor addresses (extent x element size), or 0 when it is not small and valid.
+uint64_t buffer_bytes(const psa_tensor_desc& d) {
+  uint64_t extent = 1;
+  for (int i = 0; i < 4; ++i) {
+    if (d.shape[i] < 1 || d.shape[i] > (1 << 16) || d.strides[i] < 0 || d.strides[i] > (1 << 16)) return 0;
+    extent += static_cast<uint64_t>(d.shape[i] - 1) * static_cast<uint64_t>(d.strides[i]);
+  }
+  const int32_t size = psa_dtype_size(d.dtype);
+  const uint64_t bytes = extent * static_cast<uint64_t>(size);
+  return size > 0 && bytes <= kMaxBufferBytes ? bytes : 0;
+}
+
+float value_at(const uint8_t* base, psa_dtype dt, int64_t off) {
+  if (dt == PSA_DTYPE_F32) {
+    float f;
+    std::memcpy(&f, base + off * 4, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, base + off * 2, 2);
+  if (dt == PSA_DTYPE_BF16) {
+    const uint32_t u = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  return 0.0f;  // f16: only checked for being written
+}
+
+void fill_bytes(FuzzedDataProvider& in, std::vector<uint8_t>& b, psa_dtype dt) {
+  uint32_t s = in.ConsumeIntegral<uint32_t>() | 1u;
+  const int es = dt == PSA_DTYPE_F32 ? 4 : 2;
+  for (size_t i = 0; i + static_cast<size_t>(es) <= b.size(); i += static_cast<size_t>(es)) {
+    s ^= s << 13;
+    s ^= s >> 17;
+    s ^= s << 5;
+    const float f = static_cast<float>(s % 2001u) / 1000.0f - 1.0f;
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if (es == 4) std::memcpy(&b[i], &u, 4);
+    else {
+      const uint16_t h = static_cast<uint16_t>(u >> 16);
+      std::memcpy(&b[i], &h, 2);
+    }
+  }
+}
+
+// ---- psa_merge_attention ------------------------------------------------------------------
+void fuzz_merge(FuzzedDataProvider& in) {
+  int32_t count = in.ConsumeIntegralInRange<int32_t>(1, 4);
+  if (in.ConsumeProbability<float>() < 0.1f) count = static_cast<int32_t>(fuzzed_int(in));
+  psa_tensor_desc d{};
+  const auto dtype = static_cast<psa_dtype>(in.ConsumeIntegralInRange<int>(0, 2));
+  const psa_status st0 = psa_tensor_desc_init(&d, static_cast<psa_layout>(in.ConsumeIntegralInRange<int>(0, 1)), dtype,
+                                              in.ConsumeIntegralInRange<int64_t>(1, 2),
+                                              in.ConsumeIntegralInRange<int64_t>(1, 3),
+                                              in.ConsumeIntegralInRange<int64_t>(1, 20),
+                                              in.ConsumeIntegralInRange<int64_t>(1, 16));
+  check(st0 == PSA_OK);
+  if (in.ConsumeProbability<float>() < 0.3f) {
+    const int field = in.ConsumeIntegralInRange<int>(0, 9);
+    const int64_t v = fuzzed_int(in);
+    if (field < 4) d.shape[field] = v;
+    else if (field < 8) d.strides[field - 4] = v;
+    else if (field == 8) d.dtype = static_cast<psa_dtype>(v);
+    else d.struct_size = static_cast<uint32_t>(v);
+  }
+  const uint64_t bytes = buffer_bytes(d);
+  // A descriptor the merge could accept but too large to allocate here is not tried; a
+  // plainly invalid one goes in with small buffers, which the merge must not touch.
+  bool invalid = d.struct_size != sizeof(psa_tensor_desc) || psa_dtype_size(d.dtype) <= 0 || d.strides[3] != 1;
+  for (int i = 0; i < 4; ++i) invalid = invalid || d.shape[i] < 1 || d.strides[i] < 0;
+  if (bytes == 0 && !invalid) return;
+  const bool valid = bytes > 0 && count >= 1 && count <= 64;
+  const size_t nbytes = bytes > 0 ? bytes : 64;
+  const int64_t rows = bytes > 0 ? d.shape[0] * d.shape[1] * d.shape[2] : 1;
+  const int parts = count >= 1 && count <= 64 ? count : 2;
+  std::vector<std::vector<uint8_t>> part(static_cast<size_t>(parts), std::vector<uint8_t>(nbytes, 0));
+  std::vector<std::vector<float>> lse(static_cast<size_t>(parts), std::vector<float>(static_cast<size_t>(rows)));
+  std::vector<const void*> outs;  // count pointers when count is in [1, 64]
+  std::vector<const float*> lses;
+  for (int i = 0; i < parts; ++i) {
+    fill_bytes(in, part[static_cast<size_t>(i)], dtype);
+    for (float& x : lse[static_cast<size_t>(i)]) {
+      const int k = in.ConsumeIntegralInRange<int>(0, 9);
+      x = k == 0 ? -INFINITY : (k == 1 ? NAN : static_cast<float>(in.ConsumeFloatingPointInRange<double>(-50, 50)));
+    }
+    outs.push_back(part[static_cast<size_t>(i)].data());
+    lses.push_back(lse[static_cast<size_t>(i)].data());
+  }
+  std::vector<uint8_t> out(nbytes, kSentinel);
+  std::vector<float> out_lse(static_cast<size_t>(rows) + 1, -7.0f);
+  const bool want_lse = in.ConsumeBool();
+  const bool null_outs = in.ConsumeProbability<float>() < 0.05f;
+  const psa_status st = psa_merge_attention(count, &d, null_outs ? nullptr : outs.data(),
+                                            lses.data(), out.data(), want_lse ? out_lse.data() : nullptr,
+                                            PSA_BACKEND_CPU, nullptr);
+  if (st != PSA_OK) {
+    check_failure(st);
+    check(std::all_of(out.begin(), out.end(), [](uint8_t x) { return x == kSentinel; }));
+    check(out_lse[0] == -7.0f);
+    return;
+  }
+  check(valid && !null_outs && d.struct_size == sizeof(psa_tensor_desc));
+  // Every element written (f32 / bf16 sentinel bytes 0xa7a7... decode to a value the merge
+  // cannot produce from finite parts unless by chance: only the gaps are checked for it).
+  std::vector<bool> cov(nbytes, false);
+  const int es = psa_dtype_size(d.dtype);
+  for (int64_t b = 0; b < d.shape[0]; ++b)
+    for (int64_t h = 0; h < d.shape[1]; ++h)
+      for (int64_t l = 0; l < d.shape[2]; ++l)
+        for (int64_t c = 0; c < d.shape[3]; ++c) {
+          const int64_t off = b * d.strides[0] + h * d.strides[1] + l * d.strides[2] + c * d.strides[3];
+          for (int e = 0; e < es; ++e) cov[static_cast<size_t>(off * es + e)] = true;
+        }
+  for (size_t i = 0; i < nbytes; ++i)
+    if (!cov[i]) check(out[i] == kSentinel);
+  if (want_lse) {
+    check(out_lse[static_cast<size_t>(rows)] == -7.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      double m = -INFINITY;
+      bool nan = false;
+      for (int i = 0; i < parts; ++i) {
+        const float x = lse[static_cast<size_t>(i)][static_cast<size_t>(r)];
+        nan = nan || std::isnan(x);
+        m = std::max(m, static_cast<double>(x));
+      }
+      const float got = out_lse[static_cast<size_t>(r)];
+      if (nan) continue;  // NaN parts: whatever the merge says, it must not crash
+      if (m == -INFINITY) {
+        check(got == -INFINITY);
+        continue;
+      }
+      double s = 0;
+      for (int i = 0; i < parts; ++i) s += std::exp(lse[static_cast<size_t>(i)][static_cast<size_t>(r)] - m);
+      const double want = m + std::log(s);
+      check(std::fabs(got - want) <= 1e-4 * std::max(1.0, std::fabs(want)));
+    }
+  }
+}
+
+// ---- psa_context_sequence_order / psa_context_get_token_order ---------------------------------
+psa_context* make_context(FuzzedDataProvider& in, const char* model, const char* preset) {
+  psa_config* cfg = nullptr;
+  check(psa_config_load_embedded(model, preset, &cfg) == PSA_OK);
+  check(psa_config_set_int(cfg, PSA_PARAM_WARMUP_STEPS, 0) == PSA_OK);  // sparse from the first forward
+  if (in.ConsumeBool()) {
+    const psa_status s = psa_config_set_int(cfg, PSA_PARAM_USE_REARRANGE, in.ConsumeIntegralInRange<int>(-1, 2));
+    if (s != PSA_OK) check_failure(s);
+  }
+  psa_context* ctx = nullptr;
+  check(psa_context_create(cfg, PSA_BACKEND_CPU, -1, &ctx) == PSA_OK);
+  psa_config_destroy(cfg);
+  return ctx;
+}
+
+void fuzz_order(FuzzedDataProvider& in) {
+  psa_context* ctx = make_context(in, "Wan2.1_1.3b", in.ConsumeBool() ? "psa_balanced" : "psa_topk");
+  const bool grid = in.ConsumeBool();
+  int64_t t = in.ConsumeIntegralInRange<int64_t>(1, 4), h = in.ConsumeIntegralInRange<int64_t>(1, 9),
+          w = in.ConsumeIntegralInRange<int64_t>(1, 9), text = in.ConsumeIntegralInRange<int64_t>(0, 12);
+  if (in.ConsumeProbability<float>() < 0.2f) {
+    switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+      case 0: t = fuzzed_int(in); break;
+      case 1: h = fuzzed_int(in); break;
+      case 2: w = fuzzed_int(in); break;
+      default: text = fuzzed_int(in); break;
+    }
+  }
+  const auto pos = static_cast<psa_text_position>(in.ConsumeIntegralInRange<int>(-1, 2));
+  bool grid_set = false;
+  if (grid) {
+    const psa_status s = psa_context_set_video_grid(ctx, t, h, w, text, pos);
+    if (s != PSA_OK) check_failure(s);
+    grid_set = s == PSA_OK;
+  }
+  int64_t n = grid_set ? t * h * w + text : in.ConsumeIntegralInRange<int64_t>(1, 600);
+  if (in.ConsumeProbability<float>() < 0.15f) n = fuzzed_int(in);
+  const bool small = n >= 1 && n <= 4096;
+  std::vector<int64_t> order(small ? static_cast<size_t>(n) : 1, -5);
+  int64_t tb = -5, te = -5;
+  const bool want_order = small && in.ConsumeBool();
+  const psa_status st = psa_context_sequence_order(ctx, n, want_order ? order.data() : nullptr, &tb, &te);
+  if (st != PSA_OK) {
+    check_failure(st);
+    check(tb == -5 && te == -5 && order[0] == -5);
+    psa_context_destroy(ctx);
+    return;
+  }
+  check(0 <= tb && tb <= te && te <= n);
+  if (want_order) {
+    std::vector<bool> seen(static_cast<size_t>(n), false);
+    for (int64_t x : order) {
+      check(x >= 0 && x < n && !seen[static_cast<size_t>(x)]);
+      seen[static_cast<size_t>(x)] = true;
+    }
+  }
+  // A forward on that sequence (f32, one head of 8 dims) and the order it reports.
+  if (small && n <= 1024 && want_order && in.ConsumeBool()) {
+    psa_tensor_desc d{};
+    check(psa_tensor_desc_init(&d, PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, 1, n, 8) == PSA_OK);
+    std::vector<float> x(static_cast<size_t>(n) * 8), o(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.37f);
+    uint64_t ws = 0;
+    psa_status s = psa_workspace_size(ctx, &d, &d, &d, &d, &ws);
+    if (s == PSA_OK && ws <= (uint64_t{64} << 20)) {
+      std::vector<uint8_t> work(static_cast<size_t>(ws) + 1);
+      s = psa_attention_forward(ctx, &d, x.data(), &d, x.data(), &d, x.data(), &d, o.data(), nullptr, work.data(),
+                                ws, nullptr);
+      if (s == PSA_OK) {
+        psa_stats stats{};
+        stats.struct_size = sizeof(stats);
+        check(psa_context_get_stats(ctx, &stats) == PSA_OK);
+        std::vector<int64_t> got(static_cast<size_t>(n), -5);
+        int64_t len = -1, b2 = -1, e2 = -1;
+        const int64_t cap = in.ConsumeBool() ? n : in.ConsumeIntegralInRange<int64_t>(-1, n);
+        s = psa_context_get_token_order(ctx, 0, got.data(), cap, &len, &b2, &e2);
+        if (s != PSA_OK) {
+          check_failure(s);
+          check(got[0] == -5);
+        } else {
+          check(len == n);
+          if (!stats.ran_dense) check(got == order && b2 == tb && e2 == te);
+        }
+      } else {
+        check_failure(s);
+      }
+    } else if (s != PSA_OK) {
+      check_failure(s);
+    }
+  }
+  psa_context_destroy(ctx);
+}
+
+// ---- psa_sparse_attention (vendor call, CPU) ----------------------------------------------
+void fuzz_vendor(FuzzedDataProvider& in) {
+  const auto dtype = static_cast<psa_dtype>(in.ConsumeIntegralInRange<int>(-1, 3));
+  int64_t b = in.ConsumeIntegralInRange<int64_t>(1, 2), h = in.ConsumeIntegralInRange<int64_t>(1, 2);
+  int64_t t = in.ConsumeIntegralInRange<int64_t>(1, 3), gh = in.ConsumeIntegralInRange<int64_t>(1, 12),
+          gw = in.ConsumeIntegralInRange<int64_t>(1, 12);
+  int64_t txt = in.ConsumeIntegralInRange<int64_t>(0, 40);
+  int64_t l = t * gh * gw + txt, d = in.ConsumeIntegralInRange<int64_t>(1, 24);
+  if (in.ConsumeProbability<float>() < 0.15f) {
+    switch (in.ConsumeIntegralInRange<int>(0, 4)) {
+      case 0: b = fuzzed_int(in); break;
+      case 1: h = fuzzed_int(in); break;
+      case 2: l = fuzzed_int(in); break;
+      case 3: d = fuzzed_int(in); break;
+      default: txt = fuzzed_int(in); break;
+    }
+  }
+  int64_t latent[3] = {t, gh, gw};
+  if (in.ConsumeProbability<float>() < 0.1f) latent[in.ConsumeIntegralInRange<int>(0, 2)] = fuzzed_int(in);
+  const bool with_latent = in.ConsumeProbability<float>() < 0.8f;
+  const auto layout = static_cast<psa_layout>(in.ConsumeIntegralInRange<int>(-1, 2));
+  const auto method = static_cast<psa_method>(in.ConsumeIntegralInRange<int>(-1, 4));
+  const double sparsity = fuzzed_double(in), cdf = fuzzed_double(in);
+  const double scale = in.ConsumeBool() ? 0.0 : fuzzed_double(in);
+  const int32_t sink = in.ConsumeIntegralInRange<int32_t>(-1, 3), recent = in.ConsumeIntegralInRange<int32_t>(-1, 3);
+  const int32_t causal = in.ConsumeIntegralInRange<int32_t>(-1, 2);
+  // Buffers: exactly the claimed size when it is small and positive, else 64 bytes (the call
+  // must then refuse the shape before reading).
+  const int32_t es = psa_dtype_size(dtype);
+  uint64_t elems = 0;
+  if (b >= 1 && h >= 1 && l >= 1 && d >= 1 && b <= 4 && h <= 4 && l <= 2048 && d <= 256)
+    elems = static_cast<uint64_t>(b * h * l * d);
+  const uint64_t bytes = es > 0 && elems > 0 && elems * static_cast<uint64_t>(es) <= kMaxBufferBytes
+                             ? elems * static_cast<uint64_t>(es)
+                             : 0;
+  if (bytes == 0 && es > 0 && b >= 1 && h >= 1 && l >= 1 && d >= 1) return;  // maybe valid, too big to allocate here
+  const size_t n = bytes > 0 ? bytes : 64;
+  std::vector<uint8_t> q(n), k(n), v(n), out(n, kSentinel);
+  fill_bytes(in, q, dtype == PSA_DTYPE_F32 ? PSA_DTYPE_F32 : PSA_DTYPE_BF16);
+  fill_bytes(in, k, dtype == PSA_DTYPE_F32 ? PSA_DTYPE_F32 : PSA_DTYPE_BF16);
+  fill_bytes(in, v, dtype == PSA_DTYPE_F32 ? PSA_DTYPE_F32 : PSA_DTYPE_BF16);
+  const psa_status st = psa_sparse_attention(q.data(), k.data(), v.data(), out.data(), dtype, b, h, l, d, layout,
+                                             method, sparsity, txt, with_latent ? latent : nullptr, sink, recent,
+                                             cdf, scale, causal, PSA_BACKEND_CPU, nullptr);
+  if (st != PSA_OK) {
+    check_failure(st);
+    check(std::all_of(out.begin(), out.end(), [](uint8_t x) { return x == kSentinel; }));
+    return;
+  }
+  check(bytes > 0);
+  if (dtype == PSA_DTYPE_F32)  // finite inputs, finite scale: a finite output everywhere
+    if (std::isfinite(scale) && std::fabs(scale) < 1e3)
+      for (size_t i = 0; i < n; i += 4) check(std::isfinite(value_at(out.data(), PSA_DTYPE_F32, static_cast<int64_t>(i / 4))));
+}
+
+// ---- psa_mask_write_png ---------------------------------------------------------------------
+void fuzz_png(FuzzedDataProvider& in) {
+  int64_t heads = in.ConsumeIntegralInRange<int64_t>(1, 4), qb = in.ConsumeIntegralInRange<int64_t>(1, 40),
+          kb = in.ConsumeIntegralInRange<int64_t>(1, 40);
+  if (in.ConsumeProbability<float>() < 0.2f) {
+    switch (in.ConsumeIntegralInRange<int>(0, 2)) {
+      case 0: heads = fuzzed_int(in); break;
+      case 1: qb = fuzzed_int(in); break;
+      default: kb = fuzzed_int(in); break;
+    }
+  }
+  const bool small = heads >= 1 && qb >= 1 && kb >= 1 && heads <= 8 && qb <= 4096 && kb <= 4096 &&
+                     heads * qb * kb <= (int64_t{1} << 18);
+  std::vector<int8_t> levels(small ? static_cast<size_t>(heads * qb * kb) : 16);
+  for (int8_t& x : levels) {
+    static const int8_t kLevels[] = {0, 1, 2, 4, 8};
+    x = in.ConsumeProbability<float>() < 0.02f ? in.ConsumeIntegral<int8_t>()
+                                               : kLevels[in.ConsumeIntegralInRange<int>(0, 4)];
+  }
+  int64_t head = in.ConsumeIntegralInRange<int64_t>(-2, 4);
+  if (in.ConsumeProbability<float>() < 0.1f) head = fuzzed_int(in);
+  const int32_t cell = in.ConsumeProbability<float>() < 0.1f ? in.ConsumeIntegral<int32_t>()
+                                                             : in.ConsumeIntegralInRange<int32_t>(0, 3);
+  if (!small && heads >= 1 && qb >= 1 && kb >= 1 && heads <= (int64_t{1} << 20) && qb <= (int64_t{1} << 20) &&
+      kb <= (int64_t{1} << 20) && heads * qb * kb <= (int64_t{1} << 30))
+    return;  // a valid map too big to allocate here
+  const psa_status st = psa_mask_write_png("/dev/null", levels.data(), heads, qb, kb, head, cell);
+  if (st != PSA_OK) check_failure(st);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+    case 0: fuzz_merge(in); break;
+    case 1: fuzz_order(in); break;
+    case 2: fuzz_vendor(in); break;
+    default: fuzz_png(in); break;
+  }
+  return 0;
+}
