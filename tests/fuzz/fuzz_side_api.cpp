@@ -1,6 +1,7 @@
 // tests/fuzz/fuzz_side_api.cpp -- libFuzzer target for the entry points beside the forward:
 // psa_merge_attention (ring attention's merge), psa_context_sequence_order and
-// psa_context_get_token_order (sequence parallelism), the vendor call psa_sparse_attention
+// psa_context_get_token_order (sequence parallelism) with the level map and pictures of the
+// forward they describe, the vendor call psa_sparse_attention
 // (rf_v2 / ada_bsa / dense) and psa_mask_write_png, all on the CPU backend, with fuzzed
 // counts, shapes, strides, dtypes, grids and scalars. Buffers are allocated to exactly the
 // extent the arguments claim whenever they claim a valid, small one; otherwise the call gets
@@ -11,7 +12,9 @@
 //   - a merge that succeeds writes every output element and no byte outside them, and its
 //     lse is the log-sum-exp of the parts' (to a relative 1e-4);
 //   - a sequence order that succeeds is a permutation, its text span lies inside it, and
-//     get_token_order after a forward agrees with it.
+//     get_token_order after a forward agrees with it; that forward's level map holds only
+//     0, 1, 2, 4, 8 and is refused, unwritten, for a capacity below its size; its pictures
+//     (psa_context_write_mask_png, blocks and video views, fuzzed places) fail cleanly.
 // Build and run: scripts/fuzz.sh.
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -286,6 +289,34 @@ void fuzz_order(FuzzedDataProvider& in) {
           check(len == n);
           if (!stats.ran_dense) check(got == order && b2 == tb && e2 == te);
         }
+        // The level map it used (fuzzed capacity), then its pictures (fuzzed view and place).
+        int64_t mb = 0, mh = 0, mq = 0, mk = 0;
+        check(psa_context_level_map_shape(ctx, &mb, &mh, &mq, &mk) == PSA_OK);
+        const uint64_t need = static_cast<uint64_t>(mb * mh * mq * mk);
+        std::vector<int8_t> levels(static_cast<size_t>(need) + 1, -7);
+        const uint64_t capacity = in.ConsumeBool() ? need : in.ConsumeIntegralInRange<uint64_t>(0, need + 1);
+        s = psa_context_get_level_map(ctx, levels.data(), capacity);
+        if (s != PSA_OK) {
+          check_failure(s);
+          check(capacity < need && levels[0] == -7);
+        } else {
+          check(capacity >= need && levels[static_cast<size_t>(need)] == -7);
+          for (uint64_t i = 0; i < need; ++i) {
+            const int8_t x = levels[static_cast<size_t>(i)];
+            check(x == 0 || x == 1 || x == 2 || x == 4 || x == 8);
+          }
+        }
+        int64_t place[3] = {in.ConsumeIntegralInRange<int64_t>(-1, 4), in.ConsumeIntegralInRange<int64_t>(-1, 9),
+                            in.ConsumeIntegralInRange<int64_t>(-1, 9)};
+        if (in.ConsumeProbability<float>() < 0.1f) place[in.ConsumeIntegralInRange<int>(0, 2)] = fuzzed_int(in);
+        const auto view = static_cast<psa_mask_view>(in.ConsumeIntegralInRange<int>(-1, 2));
+        const int64_t pb = in.ConsumeIntegralInRange<int64_t>(-1, 1), ph = in.ConsumeIntegralInRange<int64_t>(-2, 1);
+        int64_t qb = in.ConsumeIntegralInRange<int64_t>(-2, 8);
+        if (in.ConsumeProbability<float>() < 0.1f) qb = fuzzed_int(in);
+        const int32_t cell = in.ConsumeProbability<float>() < 0.1f ? in.ConsumeIntegral<int32_t>()
+                                                                   : in.ConsumeIntegralInRange<int32_t>(0, 2);
+        s = psa_context_write_mask_png(ctx, "/dev/null", view, pb, ph, qb, in.ConsumeBool() ? place : nullptr, cell);
+        if (s != PSA_OK) check_failure(s);
       } else {
         check_failure(s);
       }
@@ -374,9 +405,9 @@ void fuzz_png(FuzzedDataProvider& in) {
   if (in.ConsumeProbability<float>() < 0.1f) head = fuzzed_int(in);
   const int32_t cell = in.ConsumeProbability<float>() < 0.1f ? in.ConsumeIntegral<int32_t>()
                                                              : in.ConsumeIntegralInRange<int32_t>(0, 3);
-  if (!small && heads >= 1 && qb >= 1 && kb >= 1 && heads <= (int64_t{1} << 20) && qb <= (int64_t{1} << 20) &&
-      kb <= (int64_t{1} << 20) && heads * qb * kb <= (int64_t{1} << 30))
-    return;  // a valid map too big to allocate here
+  if (!small && heads >= 1 && qb >= 1 && kb >= 1 && heads <= (int64_t{1} << 20) && qb <= (int64_t{1} << 24) &&
+      kb <= (int64_t{1} << 24) && qb * kb <= (int64_t{1} << 30) / heads)
+    return;  // a map the call may accept (psa.h: blocks <= 2^24, entries <= 2^30), too big to allocate here
   const psa_status st = psa_mask_write_png("/dev/null", levels.data(), heads, qb, kb, head, cell);
   if (st != PSA_OK) check_failure(st);
 }
