@@ -877,7 +877,8 @@ PSA_API psa_status psa_context_write_mask_png(psa_context* context, const char* 
 /* Writes the blocks view (PSA_MASK_VIEW_BLOCKS, above) of any level map, e.g. one saved
  * from psa_context_get_level_map or made up, to the PNG file `path`.
  * [in] levels: host int8 [heads, q_blocks, k_blocks] (one batch item), row-major.
- * [in] heads, q_blocks, k_blocks: each >= 1, with heads * q_blocks * k_blocks <= 2^30.
+ * [in] heads, q_blocks, k_blocks: each >= 1, heads <= 2^20, q_blocks and k_blocks <= 2^24,
+ *      and heads * q_blocks * k_blocks <= 2^30.
  * [in] head: the head to draw, or -1 for all of them.
  * [in] cell: as psa_context_write_mask_png.
  * Errors: PSA_ERR_NULL_POINTER, PSA_ERR_INVALID_ARGUMENT, PSA_ERR_IO,
