@@ -21,24 +21,14 @@
 #include <limits>
 #include <vector>
 
+#include "fuzz_common.h"
 #include "psa.h"
 
 namespace {
 
-// Trap with the last libpsa status and message on stderr, so a crash report says which
-// promise broke.
-void check(bool ok) {
-  if (ok) return;
-  std::fprintf(stderr, "broken invariant; last libpsa status %s: %s\n", psa_status_name(psa_last_error_status()),
-               psa_last_error_message());
-  __builtin_trap();
-}
-
-void check_failure(psa_status st) {
-  check(st != PSA_OK && static_cast<int>(st) > 0 && static_cast<int>(st) < PSA_ERR_INTERNAL);
-  check(psa_last_error_status() == st);
-  check(psa_last_error_message()[0] != '\0');
-}
+using psa_fuzz::check;
+using psa_fuzz::check_failure;
+using psa_fuzz::fuzzed_int;
 
 constexpr uint8_t kSentinel = 0xa7;
 constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 20;
@@ -58,17 +48,6 @@ double fuzzed_double(FuzzedDataProvider& in) {
                                     std::numeric_limits<double>::max()};
   if (in.ConsumeBool()) return kSpecial[in.ConsumeIntegralInRange<size_t>(0, 11)];
   return in.ConsumeFloatingPointInRange<double>(-2.0, 2.0);
-}
-
-int64_t fuzzed_int(FuzzedDataProvider& in) {
-  switch (in.ConsumeIntegralInRange<int>(0, 4)) {
-    case 0: return in.ConsumeIntegralInRange<int64_t>(-2, 4);
-    case 1: return int64_t{1} << in.ConsumeIntegralInRange<int>(0, 8);  // block sizes, divisors
-    case 2: return in.ConsumeIntegralInRange<int64_t>(0, 40);
-    case 3:  // near a power of two up to 2^62: where element counts and workspaces overflow
-      return (int64_t{1} << in.ConsumeIntegralInRange<int>(9, 62)) + in.ConsumeIntegralInRange<int64_t>(-1, 1);
-    default: return in.ConsumeIntegral<int64_t>();
-  }
 }
 
 psa_config* make_config(FuzzedDataProvider& in) {
@@ -138,16 +117,8 @@ bool make_descs(FuzzedDataProvider& in, Tensor* t) {
   return true;
 }
 
-// Bytes a descriptor addresses, or 0 when it is not small enough to allocate.
 uint64_t buffer_bytes(const psa_tensor_desc& d) {
-  uint64_t extent = 1;
-  for (int i = 0; i < 4; ++i) {
-    if (d.shape[i] < 1 || d.shape[i] > (1 << 20) || d.strides[i] < 0 || d.strides[i] > (1 << 20)) return 0;
-    extent += static_cast<uint64_t>(d.shape[i] - 1) * static_cast<uint64_t>(d.strides[i]);
-  }
-  const int32_t size = psa_dtype_size(d.dtype);
-  const uint64_t bytes = extent * static_cast<uint64_t>(size);
-  return size > 0 && bytes <= kMaxBufferBytes ? bytes : 0;
+  return psa_fuzz::described_bytes(d, int64_t{1} << 20, kMaxBufferBytes);
 }
 
 // Which bytes of a buffer the descriptor's elements occupy.

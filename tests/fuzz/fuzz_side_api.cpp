@@ -26,35 +26,17 @@
 #include <limits>
 #include <vector>
 
+#include "fuzz_common.h"
 #include "psa.h"
 
 namespace {
 
-void check(bool ok) {
-  if (ok) return;
-  std::fprintf(stderr, "broken invariant; last libpsa status %s: %s\n", psa_status_name(psa_last_error_status()),
-               psa_last_error_message());
-  __builtin_trap();
-}
-
-void check_failure(psa_status st) {
-  check(st != PSA_OK && static_cast<int>(st) > 0 && static_cast<int>(st) < PSA_ERR_INTERNAL);
-  check(psa_last_error_status() == st);
-  check(psa_last_error_message()[0] != '\0');
-}
+using psa_fuzz::check;
+using psa_fuzz::check_failure;
+using psa_fuzz::fuzzed_int;
 
 constexpr uint8_t kSentinel = 0xa7;
 constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 18;
-
-int64_t fuzzed_int(FuzzedDataProvider& in) {
-  switch (in.ConsumeIntegralInRange<int>(0, 4)) {
-    case 0: return in.ConsumeIntegralInRange<int64_t>(-2, 4);
-    case 1: return in.ConsumeIntegralInRange<int64_t>(0, 40);
-    case 2: return int64_t{1} << in.ConsumeIntegralInRange<int>(0, 8);
-    case 3: return (int64_t{1} << in.ConsumeIntegralInRange<int>(9, 62)) + in.ConsumeIntegralInRange<int64_t>(-1, 1);
-    default: return in.ConsumeIntegral<int64_t>();
-  }
-}
 
 double fuzzed_double(FuzzedDataProvider& in) {
   static const double kSpecial[] = {0.0, 0.5, 0.9, 0.999999, 1.0, -0.5, 1e-300,
@@ -65,16 +47,8 @@ double fuzzed_double(FuzzedDataProvider& in) {
   return in.ConsumeFloatingPointInRange<double>(-1.0, 2.0);
 }
 
-// Bytes a descriptor addresses (extent x element size), or 0 when it is not small and valid.
 uint64_t buffer_bytes(const psa_tensor_desc& d) {
-  uint64_t extent = 1;
-  for (int i = 0; i < 4; ++i) {
-    if (d.shape[i] < 1 || d.shape[i] > (1 << 16) || d.strides[i] < 0 || d.strides[i] > (1 << 16)) return 0;
-    extent += static_cast<uint64_t>(d.shape[i] - 1) * static_cast<uint64_t>(d.strides[i]);
-  }
-  const int32_t size = psa_dtype_size(d.dtype);
-  const uint64_t bytes = extent * static_cast<uint64_t>(size);
-  return size > 0 && bytes <= kMaxBufferBytes ? bytes : 0;
+  return psa_fuzz::described_bytes(d, int64_t{1} << 16, kMaxBufferBytes);
 }
 
 float value_at(const uint8_t* base, psa_dtype dt, int64_t off) {
@@ -379,7 +353,8 @@ void fuzz_vendor(FuzzedDataProvider& in) {
   check(bytes > 0);
   if (dtype == PSA_DTYPE_F32)  // finite inputs, finite scale: a finite output everywhere
     if (std::isfinite(scale) && std::fabs(scale) < 1e3)
-      for (size_t i = 0; i < n; i += 4) check(std::isfinite(value_at(out.data(), PSA_DTYPE_F32, static_cast<int64_t>(i / 4))));
+      for (size_t i = 0; i < n; i += 4)
+        check(std::isfinite(value_at(out.data(), PSA_DTYPE_F32, static_cast<int64_t>(i / 4))));
 }
 
 // ---- psa_mask_write_png ---------------------------------------------------------------------

@@ -14,27 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_common.h"
 #include "psa.h"
 
 namespace {
 
-// Trap with the last libpsa status and message on stderr, so a crash report says which
-// promise broke.
-void check(bool ok) {
-  if (ok) return;
-  std::fprintf(stderr, "broken invariant; last libpsa status %s: %s\n", psa_status_name(psa_last_error_status()),
-               psa_last_error_message());
-  __builtin_trap();
-}
-
-// A failing call must leave a known status and a message naming something.
-void check_failure(psa_status st) {
-  check(st != PSA_OK && static_cast<int>(st) > 0 && static_cast<int>(st) <= PSA_ERR_INTERNAL);
-  check(st != PSA_ERR_INTERNAL);  // an internal error is a bug by definition
-  check(psa_last_error_status() == st);
-  check(psa_last_error_message()[0] != '\0');
-  check(std::strcmp(psa_status_name(st), "PSA_STATUS_UNKNOWN") != 0);
-}
+using psa_fuzz::check;
+using psa_fuzz::check_failure;
 
 std::vector<int64_t> int_params(const psa_config* c) {
   std::vector<int64_t> out;
