@@ -1,20 +1,23 @@
-// tests/fuzz/fuzz_side_api.cpp -- libFuzzer target for the entry points beside the forward:
-// psa_merge_attention (ring attention's merge), psa_context_sequence_order and
-// psa_context_get_token_order (sequence parallelism) with the level map and pictures of the
-// forward they describe, the vendor call psa_sparse_attention
-// (rf_v2 / ada_bsa / dense) and psa_mask_write_png, all on the CPU backend, with fuzzed
-// counts, shapes, strides, dtypes, grids and scalars. Buffers are allocated to exactly the
-// extent the arguments claim whenever they claim a valid, small one; otherwise the call gets
-// a small buffer and must refuse the arguments before it touches memory. Traps on a broken
-// promise:
+// tests/fuzz/fuzz_side_api.cpp -- libFuzzer target for the entry points beside the forward,
+// all on the CPU backend, with fuzzed counts, shapes, strides, dtypes, grids and scalars:
+// psa_merge_attention; psa_context_sequence_order, and after a sparse forward
+// psa_context_get_token_order, psa_context_get_level_map and psa_context_write_mask_png; the
+// PSA ring (psa_compute_level_map, psa_shard_attention over key shards, merged); the vendor
+// call psa_sparse_attention (rf_v2 / ada_bsa / dense); psa_mask_write_png. Buffers are
+// allocated to exactly the extent the arguments claim whenever they claim a valid, small one;
+// otherwise the call gets a small buffer and must refuse the arguments before it touches
+// memory. Traps on a broken promise:
 //   - a failing call records a known, non-internal status and a message, and writes nothing
 //     (outputs keep their sentinel);
-//   - a merge that succeeds writes every output element and no byte outside them, and its
-//     lse is the log-sum-exp of the parts' (to a relative 1e-4);
-//   - a sequence order that succeeds is a permutation, its text span lies inside it, and
+//   - a merge that succeeds writes no byte outside the described elements, and its lse is
+//     the log-sum-exp of the parts' (to a relative 1e-4);
+//   - a sequence order that succeeds is a permutation with its text span inside, and
 //     get_token_order after a forward agrees with it; that forward's level map holds only
 //     0, 1, 2, 4, 8 and is refused, unwritten, for a capacity below its size; its pictures
-//     (psa_context_write_mask_png, blocks and video views, fuzzed places) fail cleanly.
+//     (blocks and video views, fuzzed places) fail cleanly;
+//   - the ring's map equals the forward's at the same step, the merge of its shards equals
+//     the forward's output and lse (to 1e-4), and a map holding a value other than 0, 1, 2,
+//     4, 8 or a shard outside the map is refused before anything is written.
 // Build and run: scripts/fuzz.sh.
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -387,14 +390,158 @@ void fuzz_png(FuzzedDataProvider& in) {
   if (st != PSA_OK) check_failure(st);
 }
 
+// ---- the PSA ring: psa_compute_level_map, psa_shard_attention per key shard, merge -------------
+// The map of half 1 equals the one a forward builds at the same step, and the merge of the
+// shards' partial results equals the forward's output (fp32 rounding aside); a corrupted map
+// entry is refused before anything is written.
+void fuzz_ring(FuzzedDataProvider& in) {
+  psa_config* cfg = nullptr;
+  check(psa_config_load_embedded("Wan2.1_1.3b", in.ConsumeBool() ? "psa_balanced" : "psa_topk", &cfg) == PSA_OK);
+  check(psa_config_set_int(cfg, PSA_PARAM_USE_REARRANGE, 0) == PSA_OK);
+  static const int64_t kBm[] = {64, 128}, kBn[] = {32, 64, 128};
+  const int64_t bm = kBm[in.ConsumeIntegralInRange<int>(0, 1)], bn = kBn[in.ConsumeIntegralInRange<int>(0, 2)];
+  check(psa_config_set_int(cfg, PSA_PARAM_BLOCK_M, bm) == PSA_OK);
+  check(psa_config_set_int(cfg, PSA_PARAM_BLOCK_N, bn) == PSA_OK);
+  psa_status st = psa_config_set_int(cfg, PSA_PARAM_TILE_N, std::min<int64_t>(bn, 32));
+  if (st != PSA_OK) check_failure(st);
+  st = psa_config_set_int(cfg, PSA_PARAM_SAMPLE_DIVISOR, int64_t{1} << in.ConsumeIntegralInRange<int>(0, 3));
+  if (st != PSA_OK) check_failure(st);
+  psa_context* ctx = nullptr;
+  st = psa_context_create(cfg, PSA_BACKEND_CPU, -1, &ctx);
+  psa_config_destroy(cfg);
+  if (st != PSA_OK) {
+    check_failure(st);
+    return;
+  }
+  check(psa_context_set_step(ctx, 1000) == PSA_OK);  // past the warm-up: sparse, the same step each call
+  const int64_t hkv = in.ConsumeIntegralInRange<int64_t>(1, 2), hq = hkv * in.ConsumeIntegralInRange<int64_t>(1, 2);
+  const int64_t lq = in.ConsumeIntegralInRange<int64_t>(1, 400), lk = in.ConsumeIntegralInRange<int64_t>(1, 400);
+  const int64_t d = in.ConsumeIntegralInRange<int64_t>(1, 16);
+  psa_tensor_desc qd{}, kd{};
+  check(psa_tensor_desc_init(&qd, PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, hq, lq, d) == PSA_OK);
+  check(psa_tensor_desc_init(&kd, PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, hkv, lk, d) == PSA_OK);
+  std::vector<float> q(static_cast<size_t>(hq * lq * d)), k(static_cast<size_t>(hkv * lk * d)), v(k.size());
+  uint32_t seed = in.ConsumeIntegral<uint32_t>() | 1u;
+  auto next = [&seed]() {
+    seed ^= seed << 13;
+    seed ^= seed >> 17;
+    seed ^= seed << 5;
+    return static_cast<float>(seed % 2001u) / 1000.0f - 1.0f;
+  };
+  for (float& x : q) x = next();
+  for (float& x : k) x = next();
+  for (float& x : v) x = next();
+  const int64_t mq = (lq + bm - 1) / bm, nk = (lk + bn - 1) / bn;
+  const size_t map_bytes = static_cast<size_t>(hq * mq * nk);
+  uint64_t ws = 0;
+  st = psa_level_map_workspace_size(ctx, &qd, &kd, &ws);
+  if (st != PSA_OK || ws > (uint64_t{64} << 20)) {
+    if (st != PSA_OK) check_failure(st);
+    psa_context_destroy(ctx);
+    return;
+  }
+  std::vector<uint8_t> work(static_cast<size_t>(ws) + 16);
+  std::vector<int8_t> levels(map_bytes + 1, -7);
+  st = psa_compute_level_map(ctx, &qd, q.data(), &kd, k.data(), levels.data(), work.data(), ws, nullptr);
+  if (st != PSA_OK) {
+    check_failure(st);
+    check(levels[0] == -7);
+    psa_context_destroy(ctx);
+    return;
+  }
+  check(levels[map_bytes] == -7);
+  // The forward at the same step: its map and its output.
+  std::vector<float> full(q.size()), full_lse(static_cast<size_t>(hq * lq));
+  uint64_t fws = 0;
+  check(psa_workspace_size(ctx, &qd, &kd, &kd, &qd, &fws) == PSA_OK);
+  std::vector<uint8_t> fwork(static_cast<size_t>(fws) + 16);
+  check(psa_attention_forward(ctx, &qd, q.data(), &kd, k.data(), &kd, v.data(), &qd, full.data(), full_lse.data(),
+                              fwork.data(), fws, nullptr) == PSA_OK);
+  std::vector<int8_t> fmap(map_bytes);
+  check(psa_context_get_level_map(ctx, fmap.data(), map_bytes) == PSA_OK);
+  check(std::equal(fmap.begin(), fmap.end(), levels.begin()));
+  // A corrupted entry (sometimes): every shard that reads it refuses the map, unwritten.
+  bool corrupt = false;
+  if (in.ConsumeProbability<float>() < 0.15f) {
+    static const int8_t kBad[] = {3, 5, 16, -1, 127, -128};
+    levels[in.ConsumeIntegralInRange<size_t>(0, map_bytes - 1)] = kBad[in.ConsumeIntegralInRange<int>(0, 5)];
+    corrupt = true;
+  }
+  // Key shards at block boundaries.
+  std::vector<int64_t> cuts{0, nk};
+  const int extra = in.ConsumeIntegralInRange<int>(0, 3);
+  for (int c = 0; c < extra && nk > 1; ++c) cuts.push_back(in.ConsumeIntegralInRange<int64_t>(1, nk - 1));
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  const size_t shards = cuts.size() - 1;
+  std::vector<std::vector<float>> outs(shards, std::vector<float>(q.size(), 5.0f));
+  std::vector<std::vector<float>> lses(shards, std::vector<float>(static_cast<size_t>(hq * lq), 5.0f));
+  bool refused = false;
+  for (size_t sh = 0; sh < shards; ++sh) {
+    const int64_t r0 = cuts[sh] * bn, r1 = std::min(lk, cuts[sh + 1] * bn);
+    psa_tensor_desc sd = kd;
+    sd.shape[2] = r1 - r0;  // a view of rows [r0, r1) of every head: the full tensor's strides
+    const float* ks = k.data() + r0 * kd.strides[2];
+    const float* vs = v.data() + r0 * kd.strides[2];
+    // Sometimes a wrong shard place or map width: one the call must refuse, or (a narrower
+    // map, another begin) one that stays inside this map's bytes; a wider map than the buffer
+    // holds is the caller's error the call cannot see, so it is not tried.
+    int64_t begin = cuts[sh], map_nk = nk;
+    if (in.ConsumeProbability<float>() < 0.05f) begin = fuzzed_int(in);
+    if (in.ConsumeProbability<float>() < 0.05f) {
+      static const int64_t kWidths[] = {0, -1, std::numeric_limits<int64_t>::max() / 2,
+                                        std::numeric_limits<int64_t>::min()};
+      map_nk = in.ConsumeBool() ? kWidths[in.ConsumeIntegralInRange<int>(0, 3)]
+                                : in.ConsumeIntegralInRange<int64_t>(1, nk);
+    }
+    const bool moved = begin != cuts[sh] || map_nk != nk;
+    uint64_t sws = 0;
+    st = psa_shard_attention_workspace_size(ctx, &qd, &sd, &sd, &qd, &sws);
+    if (st != PSA_OK) {
+      check_failure(st);
+      refused = true;
+      continue;
+    }
+    std::vector<uint8_t> swork(static_cast<size_t>(sws) + 16);
+    st = psa_shard_attention(ctx, &qd, q.data(), &sd, ks, &sd, vs, levels.data(), map_nk, begin, &qd,
+                             outs[sh].data(), lses[sh].data(), swork.data(), sws, nullptr);
+    if (st != PSA_OK) {
+      check_failure(st);
+      check(outs[sh][0] == 5.0f && lses[sh][0] == 5.0f);
+      refused = true;
+      continue;
+    }
+    if (moved) refused = true;  // accepted, but not this shard's part of the map: nothing to compare
+  }
+  if (!refused) {
+    check(!corrupt || std::all_of(levels.begin(), levels.end() - 1, [](int8_t x) {
+            return x == 0 || x == 1 || x == 2 || x == 4 || x == 8;
+          }));
+    std::vector<const void*> po;
+    std::vector<const float*> pl;
+    for (size_t sh = 0; sh < shards; ++sh) {
+      po.push_back(outs[sh].data());
+      pl.push_back(lses[sh].data());
+    }
+    std::vector<float> merged(q.size()), merged_lse(full_lse.size());
+    check(psa_merge_attention(static_cast<int32_t>(shards), &qd, po.data(), pl.data(), merged.data(),
+                              merged_lse.data(), PSA_BACKEND_CPU, nullptr) == PSA_OK);
+    auto close = [](float a, float b) { return a == b || std::fabs(a - b) <= 1e-4f * (1.0f + std::fabs(b)); };
+    for (size_t i = 0; i < merged.size(); ++i) check(close(merged[i], full[i]));
+    for (size_t i = 0; i < merged_lse.size(); ++i) check(close(merged_lse[i], full_lse[i]));
+  }
+  psa_context_destroy(ctx);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
-  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 4)) {
     case 0: fuzz_merge(in); break;
     case 1: fuzz_order(in); break;
     case 2: fuzz_vendor(in); break;
+    case 3: fuzz_ring(in); break;
     default: fuzz_png(in); break;
   }
   return 0;
