@@ -491,8 +491,8 @@ PSA_API psa_status psa_workspace_size(psa_context* context, const psa_tensor_des
  * and still returns PSA_OK; with a shipped preset a fresh context runs its first
  * calls_per_step * warmup_steps forwards dense. psa_stats.ran_dense tells afterwards.
  * Values: the data is not scanned. As in any fp32 softmax (cuDNN, FlashAttention), a NaN or
- * inf in q or k, or a scaled logit q.k * scale above the fp32 range, makes the output rows
- * whose attended keys hold it NaN; a NaN or inf in v reaches the rows that attend to its key. */
+ * inf in a query row or in a key it attends to, or a scaled logit q.k * scale above the fp32
+ * range, makes that output row NaN; a NaN or inf in v reaches the rows that attend to its key. */
 PSA_API psa_status psa_attention_forward(psa_context* context, const psa_tensor_desc* q_desc,
                                          const void* q, const psa_tensor_desc* k_desc,
                                          const void* k, const psa_tensor_desc* v_desc,
