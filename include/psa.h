@@ -492,7 +492,8 @@ PSA_API psa_status psa_workspace_size(psa_context* context, const psa_tensor_des
  * calls_per_step * warmup_steps forwards dense. psa_stats.ran_dense tells afterwards.
  * Values: the data is not scanned. As in any fp32 softmax (cuDNN, FlashAttention), a NaN or
  * inf in a query row or in a key it attends to, or a scaled logit q.k * scale above the fp32
- * range, can make that output row NaN; a NaN or inf in v reaches the rows that attend to its key. */
+ * range, can make that output row NaN; a NaN or inf in v reaches the rows that attend to its
+ * key. */
 PSA_API psa_status psa_attention_forward(psa_context* context, const psa_tensor_desc* q_desc,
                                          const void* q, const psa_tensor_desc* k_desc,
                                          const void* k, const psa_tensor_desc* v_desc,
