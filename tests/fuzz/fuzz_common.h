@@ -4,9 +4,11 @@
 #pragma once
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "psa.h"
 
@@ -53,6 +55,52 @@ inline uint64_t described_bytes(const psa_tensor_desc& d, int64_t max_dim, uint6
   const int32_t size = psa_dtype_size(d.dtype);
   const uint64_t bytes = extent * static_cast<uint64_t>(size);
   return size > 0 && bytes <= max_bytes ? bytes : 0;
+}
+
+// Half the time one of the caller's special values (edges, infinities, NaN), else uniform in
+// [lo, hi].
+template <size_t N>
+double fuzzed_double(FuzzedDataProvider& in, const double (&special)[N], double lo, double hi) {
+  if (in.ConsumeBool()) return special[in.ConsumeIntegralInRange<size_t>(0, N - 1)];
+  return in.ConsumeFloatingPointInRange<double>(lo, hi);
+}
+
+// Which bytes of an n-byte buffer the descriptor's elements occupy (the rest must keep their
+// sentinel after a call).
+inline std::vector<bool> covered_bytes(const psa_tensor_desc& d, size_t n) {
+  std::vector<bool> cov(n, false);
+  const int64_t es = psa_dtype_size(d.dtype);
+  for (int64_t b = 0; b < d.shape[0]; ++b)
+    for (int64_t h = 0; h < d.shape[1]; ++h)
+      for (int64_t l = 0; l < d.shape[2]; ++l)
+        for (int64_t c = 0; c < d.shape[3]; ++c) {
+          const int64_t off = (b * d.strides[0] + h * d.strides[1] + l * d.strides[2] + c * d.strides[3]) * es;
+          for (int64_t e = 0; e < es; ++e) cov[static_cast<size_t>(off + e)] = true;
+        }
+  return cov;
+}
+
+// The cheap data generator the targets seed from a few input bytes: one xorshift32 step, and
+// the value in [-1, 1] (steps of 0.001) a state stands for.
+inline uint32_t xorshift32(uint32_t& s) {
+  s ^= s << 13;
+  s ^= s >> 17;
+  s ^= s << 5;
+  return s;
+}
+inline float unit_value(uint32_t s) { return static_cast<float>(s % 2001u) / 1000.0f - 1.0f; }
+
+// f stored as an element of `es` bytes: fp32, or its upper half (a bf16 pattern; any bits are
+// a valid f16 too).
+inline void store_value(uint8_t* p, float f, int es) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (es == 4) {
+    std::memcpy(p, &u, 4);
+  } else {
+    const uint16_t h = static_cast<uint16_t>(u >> 16);
+    std::memcpy(p, &h, 2);
+  }
 }
 
 }  // namespace psa_fuzz

@@ -46,8 +46,7 @@ double fuzzed_double(FuzzedDataProvider& in) {
                                     -std::numeric_limits<double>::infinity(),
                                     std::numeric_limits<double>::quiet_NaN(),
                                     std::numeric_limits<double>::max()};
-  if (in.ConsumeBool()) return kSpecial[in.ConsumeIntegralInRange<size_t>(0, 11)];
-  return in.ConsumeFloatingPointInRange<double>(-2.0, 2.0);
+  return psa_fuzz::fuzzed_double(in, kSpecial, -2.0, 2.0);
 }
 
 psa_config* make_config(FuzzedDataProvider& in) {
@@ -121,20 +120,6 @@ uint64_t buffer_bytes(const psa_tensor_desc& d) {
   return psa_fuzz::described_bytes(d, int64_t{1} << 20, kMaxBufferBytes);
 }
 
-// Which bytes of a buffer the descriptor's elements occupy.
-std::vector<bool> covered_bytes(const psa_tensor_desc& d, size_t n) {
-  std::vector<bool> cov(n, false);
-  const int64_t es = psa_dtype_size(d.dtype);
-  for (int64_t b = 0; b < d.shape[0]; ++b)
-    for (int64_t h = 0; h < d.shape[1]; ++h)
-      for (int64_t l = 0; l < d.shape[2]; ++l)
-        for (int64_t c = 0; c < d.shape[3]; ++c) {
-          const int64_t off = (b * d.strides[0] + h * d.strides[1] + l * d.strides[2] + c * d.strides[3]) * es;
-          for (int64_t e = 0; e < es; ++e) cov[static_cast<size_t>(off + e)] = true;
-        }
-  return cov;
-}
-
 void fill(FuzzedDataProvider& in, Tensor& t) {
   // A few bytes of input seed a cheap generator; sometimes NaN/Inf/huge values are planted.
   uint32_t state = in.ConsumeIntegral<uint32_t>() | 1u;
@@ -143,20 +128,10 @@ void fill(FuzzedDataProvider& in, Tensor& t) {
   const int32_t es = psa_dtype_size(t.desc.dtype);
   const size_t n = t.bytes.size() / static_cast<size_t>(es);
   for (size_t i = 0; i < n; ++i) {
-    state ^= state << 13;
-    state ^= state >> 17;
-    state ^= state << 5;
-    float f = (static_cast<float>(state % 2001u) / 1000.0f - 1.0f) * scale;
+    float f = psa_fuzz::unit_value(psa_fuzz::xorshift32(state)) * scale;
     if (special > 0 && state % 997u == 0)
       f = special == 1 ? NAN : (special == 2 ? INFINITY : (special == 3 ? -INFINITY : 6e4f));
-    if (es == 4) {
-      std::memcpy(&t.bytes[i * 4], &f, 4);
-    } else {
-      uint32_t u;
-      std::memcpy(&u, &f, 4);
-      const uint16_t h = static_cast<uint16_t>(u >> 16);  // a bf16 pattern; any bits are a valid f16 too
-      std::memcpy(&t.bytes[i * 2], &h, 2);
-    }
+    psa_fuzz::store_value(&t.bytes[i * static_cast<size_t>(es)], f, es);
   }
 }
 
@@ -263,7 +238,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (float x : lse) check(x == -12345.0f);
       break;
     }
-    const std::vector<bool> cov = covered_bytes(t[3].desc, t[3].bytes.size());
+    const std::vector<bool> cov = psa_fuzz::covered_bytes(t[3].desc, t[3].bytes.size());
     for (size_t i = 0; i < cov.size(); ++i)
       if (!cov[i]) check(t[3].bytes[i] == kSentinel);
     if (want_lse)

@@ -46,8 +46,7 @@ double fuzzed_double(FuzzedDataProvider& in) {
                                     std::numeric_limits<double>::infinity(),
                                     std::numeric_limits<double>::quiet_NaN(),
                                     std::numeric_limits<double>::max()};
-  if (in.ConsumeBool()) return kSpecial[in.ConsumeIntegralInRange<size_t>(0, 9)];
-  return in.ConsumeFloatingPointInRange<double>(-1.0, 2.0);
+  return psa_fuzz::fuzzed_double(in, kSpecial, -1.0, 2.0);
 }
 
 uint64_t buffer_bytes(const psa_tensor_desc& d) {
@@ -63,19 +62,8 @@ float f32_at(const std::vector<uint8_t>& b, size_t i) {
 void fill_bytes(FuzzedDataProvider& in, std::vector<uint8_t>& b, psa_dtype dt) {
   uint32_t s = in.ConsumeIntegral<uint32_t>() | 1u;
   const int es = dt == PSA_DTYPE_F32 ? 4 : 2;
-  for (size_t i = 0; i + static_cast<size_t>(es) <= b.size(); i += static_cast<size_t>(es)) {
-    s ^= s << 13;
-    s ^= s >> 17;
-    s ^= s << 5;
-    const float f = static_cast<float>(s % 2001u) / 1000.0f - 1.0f;
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if (es == 4) std::memcpy(&b[i], &u, 4);
-    else {
-      const uint16_t h = static_cast<uint16_t>(u >> 16);
-      std::memcpy(&b[i], &h, 2);
-    }
-  }
+  for (size_t i = 0; i + static_cast<size_t>(es) <= b.size(); i += static_cast<size_t>(es))
+    psa_fuzz::store_value(&b[i], psa_fuzz::unit_value(psa_fuzz::xorshift32(s)), es);
 }
 
 // ---- psa_merge_attention ------------------------------------------------------------------
@@ -135,17 +123,8 @@ void fuzz_merge(FuzzedDataProvider& in) {
     return;
   }
   check(valid && !null_outs && d.struct_size == sizeof(psa_tensor_desc));
-  // Every element written (f32 / bf16 sentinel bytes 0xa7a7... decode to a value the merge
-  // cannot produce from finite parts unless by chance: only the gaps are checked for it).
-  std::vector<bool> cov(nbytes, false);
-  const int es = psa_dtype_size(d.dtype);
-  for (int64_t b = 0; b < d.shape[0]; ++b)
-    for (int64_t h = 0; h < d.shape[1]; ++h)
-      for (int64_t l = 0; l < d.shape[2]; ++l)
-        for (int64_t c = 0; c < d.shape[3]; ++c) {
-          const int64_t off = b * d.strides[0] + h * d.strides[1] + l * d.strides[2] + c * d.strides[3];
-          for (int e = 0; e < es; ++e) cov[static_cast<size_t>(off * es + e)] = true;
-        }
+  // No byte outside the described elements written (strided gaps keep their sentinel).
+  const std::vector<bool> cov = psa_fuzz::covered_bytes(d, nbytes);
   for (size_t i = 0; i < nbytes; ++i)
     if (!cov[i]) check(out[i] == kSentinel);
   if (want_lse) {
@@ -410,12 +389,7 @@ void fuzz_ring(FuzzedDataProvider& in) {
   check(psa_tensor_desc_init(&kd, PSA_LAYOUT_BNSD, PSA_DTYPE_F32, 1, hkv, lk, d) == PSA_OK);
   std::vector<float> q(static_cast<size_t>(hq * lq * d)), k(static_cast<size_t>(hkv * lk * d)), v(k.size());
   uint32_t seed = in.ConsumeIntegral<uint32_t>() | 1u;
-  auto next = [&seed]() {
-    seed ^= seed << 13;
-    seed ^= seed >> 17;
-    seed ^= seed << 5;
-    return static_cast<float>(seed % 2001u) / 1000.0f - 1.0f;
-  };
+  auto next = [&seed]() { return psa_fuzz::unit_value(psa_fuzz::xorshift32(seed)); };
   for (float& x : q) x = next();
   for (float& x : k) x = next();
   for (float& x : v) x = next();
