@@ -135,6 +135,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   auto plan_of = [&](int q) { return reinterpret_cast<RowPlan*>(smem + Tr::kOffPlan) + q; };
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  constexpr float kLog2e = 1.4426950408889634f;
   const int wg = tid / 128;
   const int64_t n_rows = p.mq * p.heads_q * sp.batch;
   const int64_t offset = p.len_k - p.len_q;
@@ -308,9 +309,10 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
           if (u_ring >= S) mbar_wait(bar_ek(s), use_parity);
           if (!all || p.causal) all = tile_token_list<KT>(p, plan, te, sTok + s * KT, last);  // warp-uniform
           zero_tail(dk);
-          if (lane == 0) {
+          if (lane == 0) {  // the tile's flags for the consumers: all rows valid, last key, level
             sFlag[s * 4] = all;
             sFlag[s * 4 + 1] = last;
+            sFlag[s * 4 + 2] = li;
           }
           __syncwarp();
           if (lane == 0)
@@ -341,7 +343,6 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   const int ctid = tid - 128 * wg;       // thread within the warpgroup
   const int g = lane >> 2, tq = lane & 3;
   const int wrow = cw * 64 + (warp & 3) * 16;  // this warp's first row in the CTA tile
-  constexpr float kLog2e = 1.4426950408889634f;
   const float sl2 = p.scale * kLog2e;
   // K / V tile strides in bytes: between the two 64-column panels of a row and between 8-row
   // groups (the 8-row group layout at d128, or panels of [KT][64]).
@@ -356,7 +357,6 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   uint32_t pf[KT / 16][4];
   float m_run[2], l_run[2];
   Sw128Desc q_desc{0u, 0u};
-  const int32_t* tiles = nullptr;
 
   // S = Q K_t^T into sc (K-major operands; k-step kk = 16 head-dim elements).
   auto issue_qk = [&](int s) {
@@ -379,15 +379,19 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     }
     wgmma_commit();
   };
-  // Logits of tile t (in ring stage s) in the log2 domain, new running max, p = 2^(z - m) in
+  // Logits of the tile in ring stage s in the log2 domain, new running max, p = 2^(z - m) in
   // sc, row sums; returns the rescale factor of the old state per row.
-  auto softmax = [&](int32_t t, int s, int64_t x0, float alpha[2]) {
-    int32_t w0;
-    const int li = level_of_tile(t, tiles, KT, w0);
+  // The tile's flags come from the K warp: all rows valid, the last covered key and the level
+  // index, read as scalar words (a 16-byte read of all three made ptxas re-test `full` for every
+  // column pair). Finding the level from the row plan here, a dependent shared-memory walk at
+  // the start of every softmax, is what this replaces (PERF_NOTES.md, "The tile's level from
+  // the K warp").
+  auto softmax = [&](int s, int64_t x0, float alpha[2]) {
+    const bool full = sFlag[s * 4] != 0;
+    const int li = sFlag[s * 4 + 2];
     const int level = 1 << li;
     const float bias2 = level_log_bias(level) * kLog2e;
     const int32_t* tok = sTok + s * KT;
-    const bool full = sFlag[s * 4] != 0;
     float mx[2] = {neg_inf(), neg_inf()};
     // Causal: a tile whose every token is valid and whose last covered key is visible to this
     // warp's first row (hence to all 16 of its rows) needs no per-element test.
@@ -460,7 +464,6 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
     T* sQ = q_slot(q);
     q_desc = sw128_desc_words(smem_addr(sQ) + cw * 64 * 128, 16, 1024);
     mbar_wait(bar_qf(q), (n >> 1) & 1);
-    tiles = plan_of(q)->tiles;
     const int32_t total = plan_of(q)->total;
 #pragma unroll
     for (int j = 0; j < D / 2; ++j) o[j] = 0.0f;
@@ -474,7 +477,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
       issue_qk(s0);
       wgmma_wait<0>();
       fence_regs(sc);
-      softmax(0, s0, x0, alpha);
+      softmax(s0, x0, alpha);
       mbar_arrive(bar_ek(s0));  // every thread
       rescale_and_pack(alpha);
       for (int32_t t = 1; t < total; ++t) {
@@ -488,7 +491,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
         issue_pv(sp);
         wgmma_wait<1>();  // QK^T of tile t done; PV of tile t-1 may still run
         fence_regs(sc);
-        softmax(t, s, x0, alpha);
+        softmax(s, x0, alpha);
         mbar_arrive(bar_ek(s));  // K tile and its token list are no longer read (every thread)
         wgmma_wait<0>();
         fence_regs(o);
