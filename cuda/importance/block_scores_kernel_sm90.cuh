@@ -361,9 +361,14 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++n) {
         const int q = n & 1;
         mbar_wait(bar_ready(q), (n >> 1) & 1);  // the consumers' slot writes are visible
-        // The CTA's last tile is finished by the consumers' 8 warps and these 3 together.
+        // The CTA's last tile is finished by the consumers' 8 warps and these 3 together. Before
+        // it, query block il of tile n goes to finisher (n * nqb + il) mod 3: the blocks of
+        // consecutive tiles are dealt round the three warps as one sequence, so that 8 blocks
+        // per tile cost each warp 8 / 3 blocks per tile on average instead of 3 of every 8.
         const bool last = tile + gridDim.x >= p.tiles;
-        const int fwarp = last ? 8 + fw : fw, fwarps = last ? 8 + Tr::kFinishWarps : Tr::kFinishWarps;
+        const int rot = static_cast<int>((static_cast<int64_t>(n) * (kRows >> p.q_shift)) % Tr::kFinishWarps);
+        const int fwarp = last ? 8 + fw : (fw - rot + Tr::kFinishWarps) % Tr::kFinishWarps;
+        const int fwarps = last ? 8 + Tr::kFinishWarps : Tr::kFinishWarps;
         if (sp.fin_tma) {
           src.slot = static_cast<int>(blockIdx.x + (n & 1) * gridDim.x);
           finish_tile<1, Tr::kFinishTie>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
