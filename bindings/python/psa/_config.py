@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Type, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Type, Union
 
 from . import capi
 
@@ -157,6 +157,40 @@ _ENUM_PARAMS: Dict[str, Type[_WordEnum]] = {
 
 Value = Union[int, float, bool, str, _WordEnum]
 Key = Union[str, int]
+
+
+def _flat_items(values: Mapping[Any, Any], prefix: str, depth: int) -> Iterator[Tuple[Any, Any]]:
+    """(key, value) pairs of `values` with nested mappings joined into dotted keys
+    ({"block_size": {"n": 64}} -> ("block_size.n", 64)); keys at the top level pass through
+    unchanged (names or psa.Param members). The YAML nests one level below a section name;
+    deeper is an error."""
+    for key, value in values.items():
+        name = prefix + str(key) if prefix else key
+        if isinstance(value, Mapping):
+            if depth >= 1 or isinstance(key, bool) or not isinstance(key, (str, int)):
+                raise ValueError("%s: a nested mapping is allowed only under a YAML section name "
+                                 "(block_size, mask_ratios, sim_thresholds, tile_size, video_scale)"
+                                 % (name,))
+            yield from _flat_items(value, "%s." % name, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            raise TypeError("%s = %r: expected a number or a word; a mask ratio is its interval's "
+                            "end (mask_ratios.1 = 0.1), the start being the previous level's end"
+                            % (name, value))
+        else:
+            yield name, value
+
+
+def flat_overrides(values: Mapping[Any, Any]) -> List[Tuple[Any, Any]]:
+    """_flat_items of a dict of overrides as a list; ValueError when two spellings name one
+    parameter ({"block_size.n": 64, "block_size": {"n": 32}})."""
+    items = list(_flat_items(values, "", 0))
+    seen = set()
+    for name, _ in items:
+        if isinstance(name, str):
+            if name in seen:
+                raise ValueError("%s: given twice (as a dotted key and nested)" % (name,))
+            seen.add(name)
+    return items
 
 
 def check_text(name: str, value: Optional[str]) -> None:
@@ -336,10 +370,12 @@ class Config:
         """The parameters as a plain dict (enum values as their enum members)."""
         return dict(self.items())
 
-    def update(self, values: Optional[Dict[str, Value]] = None, **kwargs: Value) -> "Config":
-        """Sets several parameters (``cfg.update(warmup_steps=0)``; dotted keys through the
-        dict). Returns self."""
-        for key, value in dict(values or {}, **kwargs).items():
+    def update(self, values: Optional[Mapping[Any, Any]] = None, **kwargs: Value) -> "Config":
+        """Sets several parameters and returns self: ``cfg.update(warmup_steps=0)``, dotted keys
+        through a dict (``{"block_size.n": 64}``), or nested as the YAML writes them
+        (``{"block_size": {"m": 128, "n": 64}, "mask_ratios": {1: 0.1}}``; a mask ratio is its
+        interval's end)."""
+        for key, value in flat_overrides(dict(values or {}, **kwargs)):  # shape errors first
             self[key] = value
         return self
 

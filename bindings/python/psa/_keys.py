@@ -10,7 +10,7 @@ import threading
 from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 from . import _api
-from ._config import Config, Value, _WordEnum
+from ._config import Config, Value, _WordEnum, flat_overrides
 
 ConfigArg = Union[None, str, Config, Mapping[str, Value]]
 """What a config argument may be: None, a key, a psa.Config or a dict of overrides."""
@@ -125,10 +125,13 @@ def make_key(model: Optional[str] = None, preset: Optional[str] = None,
         head = "model=%s" % (model if model is not None else _api.DEFAULT_MODEL)
         if preset is not None:
             head += ",preset=%s" % preset
-        items: List[Tuple[str, Value]] = sorted(dict(config or {}).items())
-        for name, _ in items:
+        # nested sections as the YAML writes them ({"block_size": {"n": 64}}) become dotted
+        # names, so that both spellings give one key
+        pairs = flat_overrides(dict(config or {}))
+        for name, _ in pairs:
             if not isinstance(name, str) or not name or any(c in name for c in ";= "):
                 raise ValueError("config key name %r: expected a parameter name" % (name,))
+        items: List[Tuple[str, Value]] = sorted(pairs, key=lambda kv: str(kv[0]))
         key = ";".join([head] + ["%s=%s" % (name, _word(value)) for name, value in items])
     config_from_key(key)  # unknown model/preset/parameter or a bad value raise here
     return key

@@ -1,5 +1,6 @@
 # bindings/python/tests/test_config.py -- psa.Config: presets by model/preset name, listing,
 # parameters by name and by psa.Param, copies, validation.
+import numpy as np
 import pytest
 
 import psa
@@ -89,3 +90,43 @@ def test_precision_key_words_and_cpu_forward():
             ctx.forward(q, k, v)
             s = ctx.stats()
             assert s.precision == want and s.ran_dense == (step < cfg["warmup_steps"])
+
+
+def test_update_takes_nested_sections_as_the_yaml_writes_them():
+    cfg = psa.Config.load("Wan2.1_1.3b", "psa_topk")
+    flat = cfg.copy().update({"block_size.n": 64, "mask_ratios.1": 0.05, "warmup_steps": 2})
+    nested = cfg.copy().update({"block_size": {"n": 64}, "mask_ratios": {1: 0.05}}, warmup_steps=2)
+    assert nested.to_dict() == flat.to_dict()
+    assert nested["block_size.n"] == 64 and nested["mask_ratios.1"] == 0.05
+    # the same through config= of the one-call API (a dict of overrides of the preset)
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((1, 2, 256, 64)).astype(np.float32) for _ in range(3))
+    a = psa.attention(q, k, v, model="Wan2.1_1.3b", preset="psa_topk", config={"block_size.n": 64})
+    b = psa.attention(q, k, v, model="Wan2.1_1.3b", preset="psa_topk", config={"block_size": {"n": 64}})
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bad, error, words", [
+    ({"block_size": {"m": {"x": 1}}}, ValueError, "block_size.m: a nested mapping"),
+    ({"mask_ratios": {1: [0.0, 0.1]}}, TypeError, "mask_ratios.1 = [0.0, 0.1]"),
+    ({"warmup_steps": (1, 2)}, TypeError, "warmup_steps = (1, 2)"),
+    ({"block_size": {"q": 1}}, psa.Error, "block_size.q"),
+    ({"block_size.n": 64, "block_size": {"n": 32}}, ValueError, "block_size.n: given twice"),
+])
+def test_update_rejects_bad_nesting_and_sets_nothing(bad, error, words):
+    cfg = psa.Config.load("Wan2.1_1.3b")
+    before = cfg.to_dict()
+    with pytest.raises(error) as info:
+        cfg.update(dict(bad, warmup_steps=7) if "warmup_steps" not in bad else bad)
+    assert words in str(info.value)
+    assert cfg.to_dict() == before  # the failing key comes first; shape errors before any set
+
+
+def test_op_keys_take_nested_sections_as_one_spelling():
+    torch = pytest.importorskip("torch")  # noqa: F841 (psa.torch needs it)
+    import psa.torch as pt
+    nested = pt.config_key("Wan2.1_1.3b", "psa_topk", {"mask_ratios": {1: 0.05}, "block_size": {"n": 64}})
+    flat = pt.config_key("Wan2.1_1.3b", "psa_topk", {"block_size.n": 64, "mask_ratios.1": 0.05})
+    assert nested == flat
+    with pytest.raises(TypeError, match=r"mask_ratios.1 = \[0.0, 0.1\]"):
+        pt.config_key(config={"mask_ratios": {1: [0.0, 0.1]}})
