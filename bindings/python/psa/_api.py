@@ -280,6 +280,7 @@ def _run(key_extra: Hashable, make_config: Any, q: Any, k: Any, v: Any, layout: 
         stream_int = 0
 
     if out is not None:
+        _check_inference(out, names=("out",))  # a write autograd would not see
         to = describe(out, "out", layout)
         check_out(tq, to)
 

@@ -111,6 +111,18 @@ def _from_array_interface(name: str, iface: Dict[str, Any]) -> Tuple[int, Shape,
 Read = Tuple[int, Shape, Shape, int, str, int, bool, str, Tuple[Any, ...]]
 
 
+def check_torch_strided(obj: Any, name: str) -> None:
+    """TypeError naming `name` for a torch tensor without plain strided storage (nested,
+    sparse or other layouts): libpsa reads elements at base + strides."""
+    if getattr(obj, "is_nested", False):
+        raise TypeError("%s: a nested tensor is not supported: expected a dense (strided) "
+                        "torch.Tensor" % (name,))
+    torch = sys.modules.get("torch")
+    if torch is not None and obj.layout != torch.strided:
+        raise TypeError("%s: layout %s is not supported: expected torch.strided (a dense "
+                        "tensor)" % (name, obj.layout))
+
+
 def read(obj: Any, name: str, stream: Optional[int] = None) -> Read:
     """``(dtype, shape, strides in elements, address, device, device_id, writable,
     framework, keep)`` of an array object. TypeError when it is not one, or its dtype is not
@@ -124,6 +136,7 @@ def read(obj: Any, name: str, stream: Optional[int] = None) -> Read:
                 (obj,))
     if framework == "torch" and hasattr(obj, "data_ptr"):
         # PyTorch directly: cheaper than a DLPack capsule per call, and bfloat16 works.
+        check_torch_strided(obj, name)
         torch_dtype = _TORCH_DTYPES.get(str(obj.dtype))
         if torch_dtype is None:
             raise TypeError("%s: dtype %s is not supported: expected torch.float32, "

@@ -44,7 +44,7 @@ import torch.autograd.forward_ad as _forward_ad
 from . import _api, capi
 from ._errors import Error
 from ._keys import ConfigArg, config_from_key, make_key
-from ._tensors import parse_layout
+from ._tensors import check_torch_strided, parse_layout
 
 __all__ = ["attention", "config_key", "config_from_key", "OP_NAME", "OP_LSE_NAME"]
 
@@ -99,6 +99,7 @@ def _check_tensor(x: Any, name: str, layout: str) -> None:
         raise TypeError("%s: %s is not a torch.Tensor: psa.torch takes torch tensors "
                         "(psa.attention also takes NumPy and DLPack arrays)"
                         % (name, type(x).__name__))
+    check_torch_strided(x, name)
     if x.dtype not in _DTYPES:
         raise TypeError("%s: dtype %s is not supported: expected torch.float32, "
                         "torch.float16 or torch.bfloat16" % (name, x.dtype))
@@ -386,6 +387,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
             raise TypeError("%s: %s is not a torch.Tensor: psa.torch.attention takes torch "
                             "tensors (psa.attention also takes NumPy and DLPack arrays)"
                             % (name, type(x).__name__))
+        check_torch_strided(x, name)  # before the dispatcher (no nested / sparse kernels)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         raise RuntimeError(_INFERENCE_ONLY % OP_NAME)
     key, cogvideo = _constant_key(model, preset, config)

@@ -354,3 +354,30 @@ def test_forward_mode_ad_is_refused():
             psa.attention(dual, k, v)
     out = psa.attention(q, k, v)  # the same tensors outside the dual level run
     assert torch.isfinite(out).all()
+
+
+def test_torch_tensors_without_strided_storage_are_named():
+    torch = pytest.importorskip("torch")
+    import psa.torch as pt
+
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    q = torch.randn(1, 2, 64, 32, generator=g)
+    nested = torch.nested.nested_tensor([torch.randn(2, 64, 32, generator=g)])
+    for call in (psa.attention, pt.attention):
+        with pytest.raises(TypeError, match="k: layout torch.sparse_coo is not supported"):
+            call(q, q.to_sparse(), q)
+        with pytest.raises(TypeError, match="v: a nested tensor is not supported"):
+            call(q, q, nested)
+
+
+def test_out_that_requires_grad_is_refused_and_unwritten():
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    q, k, v = (torch.randn(1, 2, 128, 32, generator=g) for _ in range(3))
+    out = torch.zeros(1, 2, 128, 32, requires_grad=True)
+    with pytest.raises(RuntimeError, match="out requires grad: libpsa is inference only"):
+        psa.attention(q, k, v, out=out)
+    assert not out.detach().any()
+    with torch.no_grad():  # autograd off: the write is the caller's business, as in torch
+        psa.attention(q, k, v, out=out)
+    assert torch.equal(out.detach(), psa.attention(q, k, v))
