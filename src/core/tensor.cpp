@@ -96,8 +96,11 @@ psa_status check_one(const char* name, const psa_tensor_desc* d) {
     if (d->shape[i] == 1) continue;
     PSA_RETURN_IF(d->strides[i] <= span, PSA_ERR_INVALID_STRIDE,
                   "%s: strides[%d] (%s) = %lld; must exceed %lld, the largest offset the "
-                  "smaller strides reach (elements would alias)", name, i, kDimName[i],
-                  static_cast<long long>(d->strides[i]), static_cast<long long>(span));
+                  "smaller strides reach (elements would alias)%s", name, i, kDimName[i],
+                  static_cast<long long>(d->strides[i]), static_cast<long long>(span),
+                  d->strides[i] == 0 ? "; stride 0 is a broadcast view: pass a copy (K/V with fewer "
+                                       "heads than q need none: GQA/MQA run natively)"
+                                     : "");
     span += (d->shape[i] - 1) * d->strides[i];
   }
   return PSA_OK;

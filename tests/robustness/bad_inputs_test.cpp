@@ -255,6 +255,8 @@ void add_descriptor_cases(std::vector<BadCase>& v) {
   v.push_back({"v_negative_head_stride", T, "v: strides[1] (heads) = -2560", fwd(V, [](psa_tensor_desc& d) { d.strides[1] = -2560; })});
   v.push_back({"out_rows_alias", T, "out: strides[2] (seq_len) = 0", fwd(O, [](psa_tensor_desc& d) { d.strides[2] = 0; })});
   v.push_back({"q_heads_alias", T, "q: strides[1] (heads) = 0", fwd(Q, [](psa_tensor_desc& d) { d.strides[1] = 0; })});
+  v.push_back({"k_heads_broadcast", T, "stride 0 is a broadcast view: pass a copy (K/V with fewer heads than q need none",
+               fwd(K, [](psa_tensor_desc& d) { d.strides[1] = 0; })});
   v.push_back({"v_rows_overlap_heads", T, "alias", fwd(V, [](psa_tensor_desc& d) { d.strides[1] = 16 * 100; })});
 }
 
