@@ -135,7 +135,6 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   auto plan_of = [&](int q) { return reinterpret_cast<RowPlan*>(smem + Tr::kOffPlan) + q; };
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  constexpr float kLog2e = 1.4426950408889634f;
   const int wg = tid / 128;
   const int64_t n_rows = p.mq * p.heads_q * sp.batch;
   const int64_t offset = p.len_k - p.len_q;
@@ -343,6 +342,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_sm90_kernel(const __g
   const int ctid = tid - 128 * wg;       // thread within the warpgroup
   const int g = lane >> 2, tq = lane & 3;
   const int wrow = cw * 64 + (warp & 3) * 16;  // this warp's first row in the CTA tile
+  constexpr float kLog2e = 1.4426950408889634f;
   const float sl2 = p.scale * kLog2e;
   // K / V tile strides in bytes: between the two 64-column panels of a row and between 8-row
   // groups (the 8-row group layout at d128, or panels of [KT][64]).
