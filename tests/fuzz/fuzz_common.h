@@ -65,6 +65,9 @@ double fuzzed_double(FuzzedDataProvider& in, const double (&special)[N], double 
   return in.ConsumeFloatingPointInRange<double>(lo, hi);
 }
 
+// The byte every output buffer starts as: a byte a call must not write keeps it.
+constexpr uint8_t kSentinel = 0xa7;
+
 // Which bytes of an n-byte buffer the descriptor's elements occupy (the rest must keep their
 // sentinel after a call).
 inline std::vector<bool> covered_bytes(const psa_tensor_desc& d, size_t n) {

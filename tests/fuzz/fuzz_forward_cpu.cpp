@@ -29,8 +29,8 @@ namespace {
 using psa_fuzz::check;
 using psa_fuzz::check_failure;
 using psa_fuzz::fuzzed_int;
+using psa_fuzz::kSentinel;
 
-constexpr uint8_t kSentinel = 0xa7;
 constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 20;
 constexpr uint64_t kMaxWorkspaceBytes = uint64_t{64} << 20;
 constexpr double kMaxWork = 1e6;  // B * Hq * Lq * Lk * D multiply-adds per forward (~5 ms)

@@ -37,8 +37,8 @@ namespace {
 using psa_fuzz::check;
 using psa_fuzz::check_failure;
 using psa_fuzz::fuzzed_int;
+using psa_fuzz::kSentinel;
 
-constexpr uint8_t kSentinel = 0xa7;
 constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 18;
 
 double fuzzed_double(FuzzedDataProvider& in) {
