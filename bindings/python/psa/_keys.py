@@ -131,7 +131,7 @@ def make_key(model: Optional[str] = None, preset: Optional[str] = None,
         for name, _ in pairs:
             if not isinstance(name, str) or not name or any(c in name for c in ";= "):
                 raise ValueError("config key name %r: expected a parameter name" % (name,))
-        items: List[Tuple[str, Value]] = sorted(pairs, key=lambda kv: str(kv[0]))
+        items: List[Tuple[str, Value]] = sorted(pairs, key=lambda kv: kv[0])
         key = ";".join([head] + ["%s=%s" % (name, _word(value)) for name, value in items])
     config_from_key(key)  # unknown model/preset/parameter or a bad value raise here
     return key
