@@ -65,6 +65,17 @@ double fuzzed_double(FuzzedDataProvider& in, const double (&special)[N], double 
   return in.ConsumeFloatingPointInRange<double>(lo, hi);
 }
 
+// One field of a tensor descriptor (a shape or stride entry, the dtype or struct_size) set to a
+// fuzzed value: the field first, then the value.
+inline void mutate_desc_field(FuzzedDataProvider& in, psa_tensor_desc& d) {
+  const int field = in.ConsumeIntegralInRange<int>(0, 9);
+  const int64_t value = fuzzed_int(in);
+  if (field < 4) d.shape[field] = value;
+  else if (field < 8) d.strides[field - 4] = value;
+  else if (field == 8) d.dtype = static_cast<psa_dtype>(value);
+  else d.struct_size = static_cast<uint32_t>(value);
+}
+
 // The byte every output buffer starts as: a byte a call must not write keeps it.
 constexpr uint8_t kSentinel = 0xa7;
 

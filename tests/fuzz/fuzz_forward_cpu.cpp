@@ -104,15 +104,7 @@ bool make_descs(FuzzedDataProvider& in, Tensor* t) {
     }
   }
   const int mutations = in.ConsumeProbability<float>() < 0.3f ? in.ConsumeIntegralInRange<int>(1, 3) : 0;
-  for (int m = 0; m < mutations; ++m) {
-    psa_tensor_desc& x = t[in.ConsumeIntegralInRange<int>(0, 3)].desc;
-    const int field = in.ConsumeIntegralInRange<int>(0, 9);
-    const int64_t value = fuzzed_int(in);
-    if (field < 4) x.shape[field] = value;
-    else if (field < 8) x.strides[field - 4] = value;
-    else if (field == 8) x.dtype = static_cast<psa_dtype>(value);
-    else x.struct_size = static_cast<uint32_t>(value);
-  }
+  for (int m = 0; m < mutations; ++m) psa_fuzz::mutate_desc_field(in, t[in.ConsumeIntegralInRange<int>(0, 3)].desc);
   return true;
 }
 

@@ -78,14 +78,7 @@ void fuzz_merge(FuzzedDataProvider& in) {
                                               in.ConsumeIntegralInRange<int64_t>(1, 20),
                                               in.ConsumeIntegralInRange<int64_t>(1, 16));
   check(st0 == PSA_OK);
-  if (in.ConsumeProbability<float>() < 0.3f) {
-    const int field = in.ConsumeIntegralInRange<int>(0, 9);
-    const int64_t v = fuzzed_int(in);
-    if (field < 4) d.shape[field] = v;
-    else if (field < 8) d.strides[field - 4] = v;
-    else if (field == 8) d.dtype = static_cast<psa_dtype>(v);
-    else d.struct_size = static_cast<uint32_t>(v);
-  }
+  if (in.ConsumeProbability<float>() < 0.3f) psa_fuzz::mutate_desc_field(in, d);
   const uint64_t bytes = buffer_bytes(d);
   // A descriptor the merge could accept but too large to allocate here is not tried; a
   // plainly invalid one goes in with small buffers, which the merge must not touch.
