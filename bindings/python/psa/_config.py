@@ -168,9 +168,10 @@ def _flat_items(values: Mapping[Any, Any], prefix: str, depth: int) -> Iterator[
         name = prefix + str(key) if prefix else key
         if isinstance(value, Mapping):
             if depth >= 1 or isinstance(key, bool) or not isinstance(key, (str, int)):
+                names = (str(capi.psa_param_info(i)[0]) for i in range(int(capi.PSA_PARAM_COUNT_)))
+                sections = sorted({n.split(".")[0] for n in names if "." in n})  # the psa.h names
                 raise ValueError("%s: a nested mapping is allowed only under a YAML section name "
-                                 "(block_size, mask_ratios, sim_thresholds, tile_size, video_scale)"
-                                 % (name,))
+                                 "(%s)" % (name, ", ".join(sections)))
             yield from _flat_items(value, "%s." % name, depth + 1)
         elif isinstance(value, (list, tuple)):
             raise TypeError("%s = %r: expected a number or a word; a mask ratio is its interval's "
