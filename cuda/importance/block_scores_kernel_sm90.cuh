@@ -252,8 +252,12 @@ constexpr int kRowMaxStride = 256;
 
 // a = scale * M (rounded alone, as the CPU) for the chunk's blocks j < j_end: into the scratch
 // slot (row `row` = this thread's row g of its m64 half) and the row maxima; M restarts at -inf.
+// The chunk's maxima of the two rows are taken in registers and joined to rm once: updating rm
+// per element made every update a shared-memory load and store, ordered after the scratch
+// store before it (the compiler cannot tell the two pointers apart).
 __device__ __forceinline__ void flush_block_max(float (&m)[32], float* rm, float* scratch, int row, int j0,
                                                 int j_end, int tq, float scale) {
+  float x[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int i = 0; i < 8; ++i)
 #pragma unroll
@@ -261,11 +265,13 @@ __device__ __forceinline__ void flush_block_max(float (&m)[32], float* rm, float
       const int j = j0 + i * 8 + tq * 2 + (e & 1);
       if (j < j_end) {
         const float a = __fmul_rn(scale, m[i * 4 + e]);
-        rm[(e >> 1) * kRowMaxStride] = fmaxf(rm[(e >> 1) * kRowMaxStride], a);
+        x[e >> 1] = fmaxf(x[e >> 1], a);
         scratch[static_cast<int64_t>(j) * kScoreTileRows + row + (e >> 1) * 8] = a;
       }
       m[i * 4 + e] = -INFINITY;
     }
+  rm[0] = fmaxf(rm[0], x[0]);
+  rm[kRowMaxStride] = fmaxf(rm[kRowMaxStride], x[1]);
 }
 
 // The tail block's stage: every column is a sample of block j, so the block max is the row max
