@@ -213,7 +213,8 @@ TEST(CudaImportance, ScoresReadQInPlaceThroughRowIndex) {
 
 // Informative timings of the paths on the standard shapes (bf16, batch 1, 128x128 blocks, divisor
 // 4; Wan2.1-1.3B also with 32-key blocks as psa_topk): per-block kernel, GEMM sm80, GEMM sm90 (where
-// available), and how far the GEMM kernels' scores are from the per-block kernel's.
+// available; sm90 also with the tie masses), and how far the GEMM kernels' scores are from the
+// per-block kernel's.
 // Disabled by default: run with --gtest_also_run_disabled_tests.
 TEST(CudaImportance, DISABLED_StandardShapeTimings) {
   PSA_REQUIRE_GPU();
@@ -311,6 +312,15 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
       sa.finish_overlap = m;
       ms90_mode[m] = time_ms(got90.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm90);
     }
+    // The same two with the tie masses (the forward's default, importance_spec.h tie_mass).
+    float ms90_ties[2] = {0.0f, 0.0f};
+    DevBuf<float> ties(sm90 ? ref.size() : 0);
+    for (int m = 0; m < 2 && sm90; ++m) {
+      sa.finish_overlap = m;
+      sa.ties = ties.get();
+      ms90_ties[m] = time_ms(got90.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm90);
+    }
+    sa.ties = nullptr;
     sa.finish_overlap = auto_overlap;
     PSA_CUDA_OK(cudaDeviceSynchronize());
     const std::vector<float> a = ref.download();
@@ -336,9 +346,10 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
     if (sm90) {
       const double rel90 = compare(got90, &same90);
       std::printf(" | sm90 %7.3f ms (%.0f TFLOP/s) %lld/%zu identical, max rel %.3g | sm80/sm90 %.2fx"
-                  " | sm90 finish after sweep %.3f ms, on finisher warps %.3f ms",
+                  " | sm90 finish after sweep %.3f ms, on finisher warps %.3f ms"
+                  " | with tie masses %.3f ms, %.3f ms",
                   ms90, flop / ms90 * 1e-9, static_cast<long long>(same90), a.size(), rel90, ms80 / ms90,
-                  ms90_mode[0], ms90_mode[1]);
+                  ms90_mode[0], ms90_mode[1], ms90_ties[0], ms90_ties[1]);
     }
     std::printf(" | %lld slots, scratch %.1f MB\n", static_cast<long long>(slots), scratch_bytes / 1e6);
     EXPECT_LE(max_rel, 2e-4) << s.name;
