@@ -164,7 +164,8 @@ struct ScratchLogits {
 // more than kTieListCap tied blocks (degenerate inputs) finds them again from the scratch
 // (block_is_top), 32 blocks at a time. kTie is the caller's: 4 on the sm90 finishers, 8 on the
 // sm90 consumers, 2 on the sm80 kernel (PERF_NOTES.md, "Tie masses: the list filled by the main
-// loop").
+// loop"). With p.tie_run_min > 0 a row whose top run is no longer than that keeps the zeros
+// (ScoreArgs::tie_run_min).
 template <int kBatch, int kTie, class Src>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
                                             int64_t bh, int64_t rt, int warp, int n_warps, int lane, Src&& src) {
@@ -175,11 +176,17 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
   const int nqb = kRows >> p.q_shift;  // query blocks per tile
   const int nq_valid = static_cast<int>(min(static_cast<int64_t>(nqb), p.mq - rt * nqb));
   float* out = p.scores + (bh * p.mq + rt * nqb) * p.nk;  // query block il of this tile: out + il * nk
+  // With p.tie_run_min, a row's top run (its blocks at the highest score) is measured: its tied
+  // blocks, and any block whose weight, below 1, rounds to the same score. The division is
+  // monotone, so the largest weight under 1 (`below`) tells whether one does (rare: then the
+  // run is counted from the scores).
+  const bool track = p.ties != nullptr && p.tie_run_min > 0;
   for (int il = warp; il < nq_valid; il += n_warps) {
     float* row = out + static_cast<int64_t>(il) * p.nk;
     const int r0 = il << p.q_shift;
     const float* mr = s_m + r0;
     double s = 0.0;
+    float below = 0.0f;  // this lane's largest weight under 1 (track)
     if (p.ties != nullptr) {  // the row's list starts empty (the previous row's reads are done)
       __syncwarp();
       if (lane == 0) *tie_list().count = 0;
@@ -200,12 +207,15 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
           const TieList tl = tie_list();
           const int pos = atomicAdd(tl.count, 1);
           if (pos < kTieListCap) tl.e[pos] = static_cast<int>(j);
+        } else if (track) {
+          below = fmaxf(below, v);
         }
       }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     float* tie_row = p.ties != nullptr ? p.ties + (row - p.scores) : nullptr;
+    int run = -1;  // the top run's length when track and a weight under 1 joins it; else -1
     if (s > 0.0) {  // this lane's own values (kNorm loads in flight)
       const ScoreDivisor dv = score_divisor(s);
       for (int64_t j = lane; j < p.nk; j += 32 * kNorm) {
@@ -216,15 +226,27 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
         for (int u = 0; u < kNorm; ++u)
           if (j + 32 * u < p.nk) row[j + 32 * u] = normalised_score(v[u], s, dv);
       }
+      if (track) {
+        const float top = normalised_score(1.0f, s, dv);
+        if (__any_sync(0xffffffffu, normalised_score(below, s, dv) == top)) {
+          __syncwarp();  // every lane's scores are written
+          int c = 0;
+          for (int64_t j = lane; j < p.nk; j += 32) c += row[j] == top ? 1 : 0;
+          run = __reduce_add_sync(0xffffffffu, c);
+        }
+      }
     }
     if (tie_row != nullptr) {  // this lane's tie masses 0 (ties below)
       for (int64_t j = lane; j < p.nk; j += 32) tie_row[j] = 0.0f;
       __syncwarp();  // the zeros and the list's entries before the sums (tie_batch writes from another lane)
       const TieList tl = tie_list();
       const int n = *tl.count;  // warp-uniform
-      if (n <= kTieListCap) {
+      // No interval end falls inside a top run of at most p.tie_run_min blocks: the level
+      // builder does not read such a row's tie masses, which stay 0.
+      const bool wanted = !track || (run >= 0 ? run : n) > p.tie_run_min;
+      if (wanted && n <= kTieListCap) {
         if (n > 0) tie_flush<kTie>(p, scratch + r0, mr, tie_row, tl.e, n, lane);
-      } else {  // more than kTieListCap ties: P == 1 found again from the scratch
+      } else if (wanted) {  // more than kTieListCap ties: P == 1 found again from the scratch
         const int nk = static_cast<int>(p.nk);  // < 2^31: a scratch slot holds nk KB
         __syncwarp();  // every lane has read the count before the list is rewritten
         int m = 0;  // listed blocks (warp-uniform)

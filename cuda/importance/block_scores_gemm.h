@@ -82,6 +82,7 @@ struct GemmScoreParams {
   float* scratch;  // [gridDim.x][nk][256]
   float* scores;   // [B*Hq, mq, nk]
   float* ties;     // [B*Hq, mq, nk] tie masses, or NULL (ScoreArgs::ties)
+  int32_t tie_run_min;  // ScoreArgs::tie_run_min
 };
 
 // Hopper kernel (block_scores_sm90.cu) for a.dtype and a.dims.head_dim; grid <= `slots`.

@@ -17,6 +17,7 @@ psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream) {
                 "importance: GEMM path with %d/%d samples per block", a.q_count, a.k_count);
   GemmScoreParams p{};
   fill_score_params(p, a);
+  p.tie_run_min = a.tie_run_min;
   p.q = q_row_source(a);
   p.row_tiles = ceil_div(p.mq * a.q_count, kScoreTileRows);
   p.tiles = score_gemm_tiles(a.dims.batch * a.dims.heads_q, p.mq, a.q_count);

@@ -60,6 +60,11 @@ struct ScoreArgs {
   // [B*Hq, Mq, Nk] tie masses (importance_spec.h tie_mass, importance_cpu's `ties`) or NULL:
   // not computed. Evaluated for the P == 1 blocks only (a few per row), 0 elsewhere.
   float* ties = nullptr;
+  // > 0: the GEMM paths may leave 0 as every tie mass of a row whose top run (its blocks with
+  // the row's highest score) holds at most this many blocks. The level builder reads a row's
+  // tie masses only where an interval end falls inside its top run, and for a topk row the first
+  // end is known before the scores (the PSA backend passes it). 0: every row's tie masses.
+  int32_t tie_run_min = 0;
   void* scratch = nullptr;   // [slots][Nk][256] fp32, 16-byte aligned; NULL: per-block kernel
   uint64_t scratch_bytes = 0;
   ScoreKernel kernel = ScoreKernel::kAuto;

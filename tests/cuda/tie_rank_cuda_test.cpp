@@ -5,7 +5,8 @@
 // 2100 key blocks, runs of 1 to 200 and whole rows); every score kernel (per-block, sm80 GEMM,
 // sm90 GEMM with and without finisher warps) gives importance_cpu's tie masses bit for bit on
 // inputs whose logits are exact, rows of more than 2048 key blocks and rows of more than 64 tied
-// blocks included; whole forwards on such inputs give the CPU backend's level map. A disabled
+// blocks included, and with tie_run_min give them for the rows of longer top runs only (zeros
+// for the rest); whole forwards on such inputs give the CPU backend's level map. A disabled
 // timing test measures the cost of the rule. Skips without a device.
 #include <gtest/gtest.h>
 
@@ -259,6 +260,36 @@ TEST(CudaTieRank, ScoreKernelsGiveTheCpuTieMasses) {
         }
       }
       EXPECT_EQ(0, far_scores) << path.name << " D " << c.D << " bn " << c.bn << " nk " << nk;
+      if (!path.scratch) continue;  // tie_run_min: the GEMM paths
+      // With tie_run_min = the median top-run length (blocks at the row's top score), the rows
+      // of longer runs get the CPU's tie masses and the others zeros.
+      std::vector<int64_t> runs(static_cast<size_t>(c.H * mq));
+      for (int64_t r = 0; r < c.H * mq; ++r) {
+        const float top = *std::max_element(sc.begin() + r * nk, sc.begin() + (r + 1) * nk);
+        runs[static_cast<size_t>(r)] = std::count(sc.begin() + r * nk, sc.begin() + (r + 1) * nk, top);
+      }
+      std::vector<int64_t> sorted_runs = runs;
+      std::nth_element(sorted_runs.begin(), sorted_runs.begin() + sorted_runs.size() / 2, sorted_runs.end());
+      const int64_t median = sorted_runs[sorted_runs.size() / 2];
+      sa.tie_run_min = static_cast<int32_t>(median);
+      PSA_CUDA_OK(cudaMemset(dt.get(), 0x7f, want.size() * 4));
+      ASSERT_EQ(PSA_OK, gpu::block_scores_cuda(sa, nullptr)) << path.name << ": " << psa_last_error_message();
+      sa.tie_run_min = 0;
+      const std::vector<float> got_min = dt.download();
+      int64_t kept = 0, zeroed = 0, wrong = 0;
+      for (int64_t r = 0; r < c.H * mq; ++r) {
+        const bool keep = runs[static_cast<size_t>(r)] > median;
+        (keep ? kept : zeroed) += 1;
+        for (int64_t j = 0; j < nk; ++j) {
+          const size_t e = static_cast<size_t>(r * nk + j);
+          const float expect = keep ? want[e] : 0.0f;
+          wrong += std::memcmp(&got_min[e], &expect, 4) != 0;
+        }
+      }
+      EXPECT_EQ(0, wrong) << path.name << " tie_run_min " << median << ": " << kept << " rows kept, " << zeroed
+                          << " zeroed";
+      EXPECT_GT(zeroed, 0) << path.name;
+      if (c.vmax > 0) EXPECT_GT(kept, 0) << path.name << " tie_run_min " << median;
     }
   }
 }

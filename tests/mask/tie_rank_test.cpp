@@ -2,7 +2,8 @@
 // importance_spec.h / mask_spec.h): build_mask_row ranks equal scores by tie mass, then key
 // index, against an independent brute-force ranking; the tie rule never changes a level's
 // count; importance_cpu's tie masses against a double-precision evaluation of their
-// definition on inputs with exact ties. Host only.
+// definition on inputs with exact ties; a top run no longer than unsplit_top_run gets its levels
+// whatever its tie masses. Host only.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,6 +99,50 @@ TEST(TieRank, TopRunIsRankedByTieMass) {
   EXPECT_EQ(2, lv[2]);
   EXPECT_NE(1, lv[11]);
   EXPECT_NE(2, lv[11]);
+}
+
+// unsplit_top_run: a top run no longer than it gets the same levels whatever its tie masses;
+// a longer one does not (some rows' levels change). Random rows of both modes: a top run of
+// random length, random tie masses on it, scores below it (with their own ties).
+TEST(TieRank, UnsplitTopRunNeedsNoTieMass) {
+  const uint64_t seed = psa_test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  int64_t short_runs = 0, long_runs = 0, long_changed = 0;
+  for (int rep = 0; rep < 2000; ++rep) {
+    const psa_mask_mode mode = rep % 2 == 0 ? PSA_MASK_MODE_TOPK : PSA_MASK_MODE_THRESHOLDBOUND;
+    const int64_t bn = rep % 4 < 2 ? 64 : 128;
+    psa::MaskRowParams p = params(mode, bn);
+    p.min_full_ratio = static_cast<double>(rng() % 20) / 100.0;
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 300);
+    const int64_t c = psa::unsplit_top_run(mode == PSA_MASK_MODE_TOPK, n, p.ratio_end, p.block_n, p.tile_n,
+                                           p.min_full_ratio);
+    ASSERT_GE(c, 1);
+    ASSERT_LE(c, n);
+    const int64_t run = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(n, 2 * c + 3)));
+    std::vector<float> s(static_cast<size_t>(n)), t(s.size(), 0.0f);
+    for (auto& v : s) v = static_cast<float>(rng() % 50) / 100.0f;  // below the top score
+    std::vector<size_t> idx(s.size());
+    for (size_t j = 0; j < idx.size(); ++j) idx[j] = j;
+    std::shuffle(idx.begin(), idx.end(), rng);
+    for (int64_t k = 0; k < run; ++k) {
+      s[idx[static_cast<size_t>(k)]] = 0.75f;
+      t[idx[static_cast<size_t>(k)]] = static_cast<float>(1 + rng() % 32);
+    }
+    std::vector<int8_t> with(s.size()), without(s.size());
+    psa::build_mask_row(s.data(), n, p, with.data(), nullptr, nullptr, t.data());
+    psa::build_mask_row(s.data(), n, p, without.data(), nullptr, nullptr, nullptr);
+    if (run <= c) {
+      ++short_runs;
+      ASSERT_EQ(with, without) << "mode " << mode << " n " << n << " run " << run << " unsplit " << c;
+    } else {
+      ++long_runs;
+      long_changed += with != without ? 1 : 0;
+    }
+  }
+  EXPECT_GT(short_runs, 200);
+  EXPECT_GT(long_runs, 200);
+  EXPECT_GT(long_changed, long_runs / 4) << "runs past unsplit_top_run should often depend on the tie masses";
 }
 
 TEST(TieRank, TieKeyOrdersLikeTieMass) {

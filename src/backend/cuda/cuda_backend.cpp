@@ -29,6 +29,7 @@
 #include "cuda/pool/pool_cuda.h"
 #include "cuda/rearrange/gather_cuda.h"
 #include "mask/mask.h"
+#include "mask/mask_spec.h"
 
 namespace psa {
 
@@ -188,9 +189,25 @@ class CudaForward {
     sa.scale = plan_.scale;
     sa.scores = reinterpret_cast<float*>(ws_ + w_.scores);
     sa.ties = r.tie_mass ? reinterpret_cast<float*>(ws_ + w_.ties) : nullptr;
+    sa.tie_run_min = r.tie_mass ? tie_run_min() : 0;
     sa.scratch = w_.score_scratch_bytes > 0 ? ws_ + w_.score_scratch : nullptr;
     sa.scratch_bytes = w_.score_scratch_bytes;
     return gpu::block_scores_cuda(sa, stream_);
+  }
+
+  // The longest top run mask() never splits (ScoreArgs::tie_run_min; mask_spec.h
+  // unsplit_top_run) for topk rows, whose candidates are every key block. 0 (every row's tie
+  // masses) for causal rows, whose candidates vary, and for thresholdbound rows, whose bound is
+  // level 1's floor (trunc(0.06 n) + 1 by default): measuring the run there cost 4% of the
+  // importance stage at CogVideoX-5B psa_balanced (a floor of 9 blocks) and saved nothing
+  // measurable at Wan2.1-14B (PERF_NOTES.md, "Importance: tie masses only where the mask reads
+  // them").
+  int32_t tie_run_min() const {
+    const MaskRowParams& rp = plan_.route.mask_row;
+    if (plan_.route.causal || rp.mode == PSA_MASK_MODE_THRESHOLDBOUND || plan_.k_blocks < 1) return 0;
+    const int64_t c = unsplit_top_run(true, plan_.k_blocks, rp.ratio_end, dims_.block_n, plan_.tile_n,
+                                      rp.min_full_ratio);
+    return static_cast<int32_t>(std::min<int64_t>(c, INT32_MAX));
   }
 
   // Similarity cap per key block (PSA with use_sim_mask; always for causal PSA) into w.cap.
