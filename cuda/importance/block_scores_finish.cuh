@@ -164,9 +164,11 @@ struct ScratchLogits {
 // more than kTieListCap tied blocks (degenerate inputs) finds them again from the scratch
 // (block_is_top), 32 blocks at a time. kTie is the caller's: 4 on the sm90 finishers, 8 on the
 // sm90 consumers, 2 on the sm80 kernel (PERF_NOTES.md, "Tie masses: the list filled by the main
-// loop"). With p.tie_run_min > 0 a row whose top run is no longer than that keeps the zeros
-// (ScoreArgs::tie_run_min).
-template <int kBatch, int kTie, class Src>
+// loop"). With kTrack and p.tie_run_min > 0 a row whose top run is no longer than that keeps
+// the zeros (ScoreArgs::tie_run_min); without kTrack every row's tie masses are computed (the
+// sm90 kernel is instantiated both ways: the tracking's registers cost the finisher warps 2-4%
+// where it is not used).
+template <int kBatch, int kTie, bool kTrack, class Src>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
                                             int64_t bh, int64_t rt, int warp, int n_warps, int lane, Src&& src) {
   static_assert(kBatch == 1 || kBatch == 2, "one or two key blocks per lane at a time");
@@ -180,7 +182,7 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
   // blocks, and any block whose weight, below 1, rounds to the same score. The division is
   // monotone, so the largest weight under 1 (`below`) tells whether one does (rare: then the
   // run is counted from the scores).
-  const bool track = p.ties != nullptr && p.tie_run_min > 0;
+  const bool track = kTrack && p.ties != nullptr && p.tie_run_min > 0;
   for (int il = warp; il < nq_valid; il += n_warps) {
     float* row = out + static_cast<int64_t>(il) * p.nk;
     const int r0 = il << p.q_shift;
@@ -270,10 +272,11 @@ __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const floa
 }
 
 // finish_tile reading the scratch from global memory.
-template <int kBatch, int kTie>
+template <int kBatch, int kTie, bool kTrack>
 __device__ __forceinline__ void finish_tile(const GemmScoreParams& p, const float* scratch, const float* s_m,
                                             int64_t bh, int64_t rt, int warp, int n_warps, int lane) {
-  finish_tile<kBatch, kTie>(p, scratch, s_m, bh, rt, warp, n_warps, lane, ScratchLogits{scratch, p.q_count, p.nk});
+  finish_tile<kBatch, kTie, kTrack>(p, scratch, s_m, bh, rt, warp, n_warps, lane,
+                                    ScratchLogits{scratch, p.q_count, p.nk});
 }
 
 }  // namespace score_gemm

@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(ScoreGemmTraits<D>::kThreads, ScoreGemmTraits<
     }
     __syncthreads();  // s_m and the scratch slot are complete; K stages are free
 
-    finish_tile<2, 2>(p, scratch, s_m, bh, rt, warp, Tr::kWarps, lane);
+    finish_tile<2, 2, true>(p, scratch, s_m, bh, rt, warp, Tr::kWarps, lane);
     __syncthreads();  // s_qo/s_ko/s_m, the scratch slot and the Q stage are reused
   }
 }

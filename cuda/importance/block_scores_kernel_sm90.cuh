@@ -307,7 +307,7 @@ __device__ __forceinline__ void fold_stage(const Sm90Stage& st, const float (&ac
   if (st.last) flush_block_max(m, rm, scratch, row, st.j0, min(st.j0 + 64, nk_full), tq, scale);
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kTrack>
 __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_constant__ Sm90ScoreParams sp) {
 #ifdef PSA_SM90_DEVICE
   using namespace sm90;
@@ -377,10 +377,10 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
         const int fwarps = last ? 8 + Tr::kFinishWarps : Tr::kFinishWarps;
         if (sp.fin_tma) {
           src.slot = static_cast<int>(blockIdx.x + (n & 1) * gridDim.x);
-          finish_tile<1, Tr::kFinishTie>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
+          finish_tile<1, Tr::kFinishTie, kTrack>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
                                          fwarp, fwarps, lane, src);
         } else {
-          finish_tile<1, Tr::kFinishTie>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
+          finish_tile<1, Tr::kFinishTie, kTrack>(p, slot_scratch(n), s_m + q * kRows, tile / p.row_tiles, tile % p.row_tiles,
                                          fwarp, fwarps, lane);
         }
         // The consumers wait for this slot again only when the CTA has tile n + 2.
@@ -552,10 +552,10 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       mbar_arrive(bar_ready(n & 1));  // slot n % 2 (scratch and row maxima) to the finishers
       sync_consumers();  // s_qo and sQ are reused (every warpgroup's products are complete)
       if (tile + gridDim.x >= p.tiles)  // the CTA's last tile: help the finishers
-        finish_tile<2, Tr::kConsumerTie>(p, scratch, sm_slot, bh, rt, cwarp, 8 + Tr::kFinishWarps, lane);
+        finish_tile<2, Tr::kConsumerTie, kTrack>(p, scratch, sm_slot, bh, rt, cwarp, 8 + Tr::kFinishWarps, lane);
     } else {
       sync_consumers();  // the slot's row maxima are complete; s_qo and sQ are reused after this
-      finish_tile<2, Tr::kConsumerTie>(p, scratch, sm_slot, bh, rt, cwarp, 8, lane);
+      finish_tile<2, Tr::kConsumerTie, kTrack>(p, scratch, sm_slot, bh, rt, cwarp, 8, lane);
     }
   }
 #endif  // PSA_SM90_DEVICE

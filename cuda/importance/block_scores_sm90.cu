@@ -95,7 +95,9 @@ cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t sl
                         nk_full, 64 >> w))
         return cudaErrorNotSupported;
   }
-  auto kernel = block_scores_sm90_kernel<T, D>;
+  // The tie-run tracking only where it is used (finish_tile's kTrack).
+  auto kernel = p.ties != nullptr && p.tie_run_min > 0 ? block_scores_sm90_kernel<T, D, true>
+                                                       : block_scores_sm90_kernel<T, D, false>;
   int sms = 0;
   cudaError_t e = sm90::current_sm_count(&sms);
   if (e == cudaSuccess)
@@ -133,7 +135,7 @@ cudaError_t launch_scores_sm90(const GemmScoreParams& p, const ScoreArgs& a, int
 
 bool score_sm90_available() {
   return sm90::kernel_has_sm90_image(
-      reinterpret_cast<const void*>(score_gemm::block_scores_sm90_kernel<__nv_bfloat16, 128>));
+      reinterpret_cast<const void*>(score_gemm::block_scores_sm90_kernel<__nv_bfloat16, 128, false>));
 }
 
 }  // namespace gpu

@@ -182,18 +182,11 @@ PSA_HD void thresholdbound_ends_from_counts(const int64_t cnt[kMaskSlots], int64
   }
 }
 
-// A count c such that no interval end of a row of n >= 1 candidates lies in (0, c): for topk
-// the first end inside (0, n), or n when none is (the ends depend on n alone; ends at 0 or n
-// split nothing); for thresholdbound, whose ends follow the scores, level 1's floor
-// min(n, trunc(n * min_full_ratio) + 1), which every end reaches. A top run of equal scores no
-// longer than c holds whole intervals only, so the order inside it (ranks_before's tie masses)
-// decides no level.
-PSA_HD int64_t unsplit_top_run(bool topk, int64_t n, const double ratio_end[kMaskSlots], int64_t bn, int64_t tn,
-                               double min_full_ratio) {
-  if (!topk) {
-    const int64_t floor_end = truncated_fraction(n, min_full_ratio) + 1;
-    return floor_end < n ? floor_end : n;
-  }
+// The first interval end of a topk row of n >= 1 candidates inside (0, n), or n when none is
+// (the ends depend on n alone; ends at 0 or n split nothing). A top run of equal scores no
+// longer than this holds whole intervals only, so the order inside it (ranks_before's tie
+// masses) decides no level.
+PSA_HD int64_t topk_unsplit_top_run(int64_t n, const double ratio_end[kMaskSlots], int64_t bn, int64_t tn) {
   int64_t seg_end[kMaskSlots];
   topk_segment_ends(n, ratio_end, bn, tn, seg_end);
   for (int s = 0; s < kMaskSlots; ++s)

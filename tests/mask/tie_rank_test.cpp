@@ -2,8 +2,8 @@
 // importance_spec.h / mask_spec.h): build_mask_row ranks equal scores by tie mass, then key
 // index, against an independent brute-force ranking; the tie rule never changes a level's
 // count; importance_cpu's tie masses against a double-precision evaluation of their
-// definition on inputs with exact ties; a top run no longer than unsplit_top_run gets its levels
-// whatever its tie masses. Host only.
+// definition on inputs with exact ties; a top run no longer than topk_unsplit_top_run gets its
+// levels whatever its tie masses. Host only.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -101,8 +101,8 @@ TEST(TieRank, TopRunIsRankedByTieMass) {
   EXPECT_NE(2, lv[11]);
 }
 
-// unsplit_top_run: a top run no longer than it gets the same levels whatever its tie masses;
-// a longer one does not (some rows' levels change). Random rows of both modes: a top run of
+// topk_unsplit_top_run: a top run no longer than it gets the same levels whatever its tie
+// masses; a longer one does not (some rows' levels change). Random topk rows: a top run of
 // random length, random tie masses on it, scores below it (with their own ties).
 TEST(TieRank, UnsplitTopRunNeedsNoTieMass) {
   const uint64_t seed = psa_test::fresh_seed();
@@ -110,13 +110,12 @@ TEST(TieRank, UnsplitTopRunNeedsNoTieMass) {
   std::mt19937_64 rng(seed);
   int64_t short_runs = 0, long_runs = 0, long_changed = 0;
   for (int rep = 0; rep < 2000; ++rep) {
-    const psa_mask_mode mode = rep % 2 == 0 ? PSA_MASK_MODE_TOPK : PSA_MASK_MODE_THRESHOLDBOUND;
-    const int64_t bn = rep % 4 < 2 ? 64 : 128;
-    psa::MaskRowParams p = params(mode, bn);
-    p.min_full_ratio = static_cast<double>(rng() % 20) / 100.0;
+    const int64_t bn = rep % 3 == 0 ? 32 : rep % 3 == 1 ? 64 : 128;
+    psa::MaskRowParams p = params(PSA_MASK_MODE_TOPK, bn);
+    if (rep % 2 == 1)  // random interval ends (ascending ratios), besides the reference's
+      for (int s = 0, prev = 0; s < 4; ++s) p.ratio_end[s] = (prev += static_cast<int>(rng() % 25)) / 100.0;
     const int64_t n = 1 + static_cast<int64_t>(rng() % 300);
-    const int64_t c = psa::unsplit_top_run(mode == PSA_MASK_MODE_TOPK, n, p.ratio_end, p.block_n, p.tile_n,
-                                           p.min_full_ratio);
+    const int64_t c = psa::topk_unsplit_top_run(n, p.ratio_end, p.block_n, p.tile_n);
     ASSERT_GE(c, 1);
     ASSERT_LE(c, n);
     const int64_t run = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(n, 2 * c + 3)));
@@ -134,7 +133,7 @@ TEST(TieRank, UnsplitTopRunNeedsNoTieMass) {
     psa::build_mask_row(s.data(), n, p, without.data(), nullptr, nullptr, nullptr);
     if (run <= c) {
       ++short_runs;
-      ASSERT_EQ(with, without) << "mode " << mode << " n " << n << " run " << run << " unsplit " << c;
+      ASSERT_EQ(with, without) << "n " << n << " bn " << bn << " run " << run << " unsplit " << c;
     } else {
       ++long_runs;
       long_changed += with != without ? 1 : 0;

@@ -196,17 +196,18 @@ class CudaForward {
   }
 
   // The longest top run mask() never splits (ScoreArgs::tie_run_min; mask_spec.h
-  // unsplit_top_run) for topk rows, whose candidates are every key block. 0 (every row's tie
-  // masses) for causal rows, whose candidates vary, and for thresholdbound rows, whose bound is
-  // level 1's floor (trunc(0.06 n) + 1 by default): measuring the run there cost 4% of the
-  // importance stage at CogVideoX-5B psa_balanced (a floor of 9 blocks) and saved nothing
-  // measurable at Wan2.1-14B (PERF_NOTES.md, "Importance: tie masses only where the mask reads
-  // them").
+  // topk_unsplit_top_run) for topk rows, whose candidates are every key block, when it is at
+  // least half a query block's sampled rows; else 0 (every row's tie masses). A query block has
+  // at most q_samples tied blocks unless logits tie exactly, so a bound near that skips most
+  // rows' masses, while a far smaller one skips few and the score kernel's run tracking costs
+  // more than it saves (PERF_NOTES.md, "Importance: tie masses only where the mask reads them":
+  // CogVideoX-5B psa_balanced, bound 13 of 32 rows, +4% of the stage). Causal rows (their
+  // candidates vary) and thresholdbound rows (their ends follow the scores) get 0.
   int32_t tie_run_min() const {
     const MaskRowParams& rp = plan_.route.mask_row;
-    if (plan_.route.causal || rp.mode == PSA_MASK_MODE_THRESHOLDBOUND || plan_.k_blocks < 1) return 0;
-    const int64_t c = unsplit_top_run(true, plan_.k_blocks, rp.ratio_end, dims_.block_n, plan_.tile_n,
-                                      rp.min_full_ratio);
+    if (plan_.route.causal || rp.mode != PSA_MASK_MODE_TOPK || plan_.k_blocks < 1) return 0;
+    const int64_t c = topk_unsplit_top_run(plan_.k_blocks, rp.ratio_end, dims_.block_n, plan_.tile_n);
+    if (2 * c < plan_.q_samples) return 0;
     return static_cast<int32_t>(std::min<int64_t>(c, INT32_MAX));
   }
 
