@@ -12,6 +12,7 @@
 #include "cuda_test_util.h"
 #include "importance/importance.h"
 #include "importance/importance_spec.h"
+#include "mask/mask_spec.h"
 
 namespace psa {
 namespace {
@@ -213,8 +214,9 @@ TEST(CudaImportance, ScoresReadQInPlaceThroughRowIndex) {
 
 // Informative timings of the paths on the standard shapes (bf16, batch 1, 128x128 blocks, divisor
 // 4; Wan2.1-1.3B also with 32-key blocks as psa_topk): per-block kernel, GEMM sm80, GEMM sm90 (where
-// available; sm90 also with the tie masses), and how far the GEMM kernels' scores are from the
-// per-block kernel's.
+// available; sm90 also with the tie masses: every row's, and only where a top run is longer than
+// the bound a forward may pass), and how far the GEMM kernels' scores are from the per-block
+// kernel's.
 // Disabled by default: run with --gtest_also_run_disabled_tests.
 TEST(CudaImportance, DISABLED_StandardShapeTimings) {
   PSA_REQUIRE_GPU();
@@ -320,6 +322,18 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
       sa.ties = ties.get();
       ms90_ties[m] = time_ms(got90.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm90);
     }
+    // And in the auto mode with tie_run_min at the first interval end of pyramid:ref-default's
+    // topk ends (.10 / .15 / .15 / .35), which a forward passes when it is at least half the
+    // sampled rows.
+    const double ref_ends[5] = {0.1, 0.15, 0.15, 0.35, 1.0};
+    const int64_t bound = topk_unsplit_top_run(nk, ref_ends, s.bn, 32);
+    float ms90_bound = 0.0f;
+    if (sm90) {
+      sa.finish_overlap = auto_overlap;
+      sa.tie_run_min = static_cast<int32_t>(bound);
+      ms90_bound = time_ms(got90.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm90);
+      sa.tie_run_min = 0;
+    }
     sa.ties = nullptr;
     sa.finish_overlap = auto_overlap;
     PSA_CUDA_OK(cudaDeviceSynchronize());
@@ -347,9 +361,9 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
       const double rel90 = compare(got90, &same90);
       std::printf(" | sm90 %7.3f ms (%.0f TFLOP/s) %lld/%zu identical, max rel %.3g | sm80/sm90 %.2fx"
                   " | sm90 finish after sweep %.3f ms, on finisher warps %.3f ms"
-                  " | with tie masses %.3f ms, %.3f ms",
+                  " | with tie masses %.3f ms, %.3f ms; auto, runs up to %lld without them %.3f ms",
                   ms90, flop / ms90 * 1e-9, static_cast<long long>(same90), a.size(), rel90, ms80 / ms90,
-                  ms90_mode[0], ms90_mode[1], ms90_ties[0], ms90_ties[1]);
+                  ms90_mode[0], ms90_mode[1], ms90_ties[0], ms90_ties[1], static_cast<long long>(bound), ms90_bound);
     }
     std::printf(" | %lld slots, scratch %.1f MB\n", static_cast<long long>(slots), scratch_bytes / 1e6);
     EXPECT_LE(max_rel, 2e-4) << s.name;
