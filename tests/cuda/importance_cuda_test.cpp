@@ -215,8 +215,9 @@ TEST(CudaImportance, ScoresReadQInPlaceThroughRowIndex) {
 // Informative timings of the paths on the standard shapes (bf16, batch 1, 128x128 blocks, divisor
 // 4; Wan2.1-1.3B also with 32-key blocks as psa_topk): per-block kernel, GEMM sm80, GEMM sm90 (where
 // available; sm90 also with the tie masses: every row's, and only where a top run is longer than
-// the bound a forward may pass), and how far the GEMM kernels' scores are from the per-block
-// kernel's.
+// the bound a forward may pass; and with Q read in place through a row permutation), and how far
+// the GEMM kernels' scores are from the per-block kernel's (the last sm90 run's scores: Q in
+// place).
 // Disabled by default: run with --gtest_also_run_disabled_tests.
 TEST(CudaImportance, DISABLED_StandardShapeTimings) {
   PSA_REQUIRE_GPU();
@@ -335,6 +336,31 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
       sa.tie_run_min = 0;
     }
     sa.ties = nullptr;
+    // And with Q read as a rearranged forward reads it: in place from the caller's [1, L, H, D]
+    // (BSND), problem row x at caller row perm[x] (a random permutation); same scores.
+    float ms90_qip = 0.0f;
+    if (sm90) {
+      std::vector<int64_t> perm(static_cast<size_t>(s.L));
+      for (int64_t x = 0; x < s.L; ++x) perm[static_cast<size_t>(x)] = x;
+      std::shuffle(perm.begin(), perm.end(), std::mt19937(9u));
+      std::vector<uint16_t> qc(per_head * static_cast<size_t>(s.H));
+      for (int64_t h = 0; h < s.H; ++h)
+        for (int64_t x = 0; x < s.L; ++x)
+          std::copy_n(hq.bits.data() + ((x + h * 7 % s.L) % s.L) * s.D, s.D,
+                      qc.data() + (perm[static_cast<size_t>(x)] * s.H + h) * s.D);
+      DevBuf<uint16_t> dqc(qc);
+      DevBuf<int64_t> dperm(perm);
+      const int64_t qst[4] = {s.L * s.H * s.D, s.D, s.H * s.D, 1};
+      sa.q = dqc.get();
+      std::copy(qst, qst + 4, sa.q_stride);
+      sa.q_rows = dperm.get();
+      sa.finish_overlap = auto_overlap;
+      ms90_qip = time_ms(got90.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm90);
+      PSA_CUDA_OK(cudaDeviceSynchronize());
+      sa.q = q.get();
+      std::fill(sa.q_stride, sa.q_stride + 3, int64_t{0});
+      sa.q_rows = nullptr;
+    }
     sa.finish_overlap = auto_overlap;
     PSA_CUDA_OK(cudaDeviceSynchronize());
     const std::vector<float> a = ref.download();
@@ -361,9 +387,11 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
       const double rel90 = compare(got90, &same90);
       std::printf(" | sm90 %7.3f ms (%.0f TFLOP/s) %lld/%zu identical, max rel %.3g | sm80/sm90 %.2fx"
                   " | sm90 finish after sweep %.3f ms, on finisher warps %.3f ms"
-                  " | with tie masses %.3f ms, %.3f ms; auto, runs up to %lld without them %.3f ms",
+                  " | with tie masses %.3f ms, %.3f ms; auto, runs up to %lld without them %.3f ms"
+                  " | q in place (BSND, permuted rows) %.3f ms",
                   ms90, flop / ms90 * 1e-9, static_cast<long long>(same90), a.size(), rel90, ms80 / ms90,
-                  ms90_mode[0], ms90_mode[1], ms90_ties[0], ms90_ties[1], static_cast<long long>(bound), ms90_bound);
+                  ms90_mode[0], ms90_mode[1], ms90_ties[0], ms90_ties[1], static_cast<long long>(bound), ms90_bound,
+                  ms90_qip);
     }
     std::printf(" | %lld slots, scratch %.1f MB\n", static_cast<long long>(slots), scratch_bytes / 1e6);
     EXPECT_LE(max_rel, 2e-4) << s.name;
