@@ -12,6 +12,7 @@
 #include "cuda_test_util.h"
 #include "importance/importance.h"
 #include "importance/importance_spec.h"
+#include "mask/mask.h"
 #include "mask/mask_spec.h"
 
 namespace psa {
@@ -323,11 +324,11 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
       sa.ties = ties.get();
       ms90_ties[m] = time_ms(got90.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm90);
     }
-    // And in the auto mode with tie_run_min at the first interval end of pyramid:ref-default's
-    // topk ends (.10 / .15 / .15 / .35), which a forward passes when it is at least half the
-    // sampled rows.
-    const double ref_ends[5] = {0.1, 0.15, 0.15, 0.35, 1.0};
-    const int64_t bound = topk_unsplit_top_run(nk, ref_ends, s.bn, 32);
+    // And in the auto mode with tie_run_min at the first interval end of the reference's topk
+    // ends (MaskRowParams' defaults, pyramid:ref-default's), which a forward passes when it is at
+    // least half the sampled rows.
+    const MaskRowParams ref_row;
+    const int64_t bound = topk_unsplit_top_run(nk, ref_row.ratio_end, s.bn, ref_row.tile_n);
     float ms90_bound = 0.0f;
     if (sm90) {
       sa.finish_overlap = auto_overlap;
@@ -354,7 +355,6 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
       sa.q = dqc.get();
       std::copy(qst, qst + 4, sa.q_stride);
       sa.q_rows = dperm.get();
-      sa.finish_overlap = auto_overlap;
       ms90_qip = time_ms(got90.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm90);
       PSA_CUDA_OK(cudaDeviceSynchronize());
       sa.q = q.get();
