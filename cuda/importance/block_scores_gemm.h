@@ -34,6 +34,10 @@ struct QRowSource {
 template <typename Params>
 inline void fill_score_params(Params& p, const ScoreArgs& a) {
   p.k = a.k;
+  const bool k_contiguous = a.k_stride[0] == 0 && a.k_stride[1] == 0 && a.k_stride[2] == 0;
+  p.k_sl = k_contiguous ? a.dims.head_dim : a.k_stride[2];
+  p.k_sh = k_contiguous ? a.dims.len_k * a.dims.head_dim : a.k_stride[1];
+  p.k_sb = k_contiguous ? a.dims.heads_kv * a.dims.len_k * a.dims.head_dim : a.k_stride[0];
   p.heads_q = a.dims.heads_q;
   p.group = a.dims.heads_q / a.dims.heads_kv;
   p.len_q = a.dims.len_q;
@@ -72,6 +76,7 @@ constexpr int score_gemm_min_ctas(int64_t head_dim) { return head_dim == 64 ? 2 
 struct GemmScoreParams {
   QRowSource q;
   const void* k;
+  int64_t k_sb, k_sh, k_sl;  // K's batch, kv-head and row strides (elements)
   int64_t heads_q, group, len_q, len_k, block_m, block_n, mq, nk;
   int64_t row_tiles;  // per (b, h)
   int64_t tiles;      // B * Hq * row_tiles

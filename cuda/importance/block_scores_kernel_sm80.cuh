@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(ScoreGemmTraits<D>::kThreads, ScoreGemmTraits<
   for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
     const int64_t bh = tile / p.row_tiles, rt = tile % p.row_tiles;
     const int64_t b = bh / p.heads_q, h = bh % p.heads_q;
-    const T* k = static_cast<const T*>(p.k) + (b * (p.heads_q / p.group) + h / p.group) * p.len_k * D;
+    const T* k = static_cast<const T*>(p.k) + b * p.k_sb + (h / p.group) * p.k_sh;
     if (tid < p.q_count) s_qo[tid] = p.q_off[bh * p.q_count + tid];
     if (tid < KC) s_ko[tid] = p.k_off[bh * KC + tid];
     __syncthreads();
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(ScoreGemmTraits<D>::kThreads, ScoreGemmTraits<
         const int j = s / KC;
         const bool valid = j < nk;
         const int64_t tok = valid ? sampled_token(j, p.block_n, s_ko[s % KC], p.len_k) : 0;
-        cp_async_16(dst + swz<D>(r, cc), k + tok * D + cc * 8, valid);
+        cp_async_16(dst + swz<D>(r, cc), k + tok * p.k_sl + cc * 8, valid);
       }
     };
 #pragma unroll

@@ -400,12 +400,12 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
         const Sm90Stage st = walk.stage(sch);
         if (st.w == 4) {
           // Tail block: row r = sample min(r, kc - 1) (repeats do not change a maximum).
-          const T* kb = static_cast<const T*>(p.k) + (b * (p.heads_q / p.group) + hk) * p.len_k * D;
+          const T* kb = static_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh;
           T* dk = sK + s * (Tr::kStageBytes / 2);
           for (int c = lane; c < Tr::kKeys * NC; c += 32) {
             const int r = c / NC, cc = c % NC;
             const int64_t tok = sampled_token(p.nk - 1, p.block_n, ko[min(r, kc - 1)], p.len_k);
-            cp_async_16(dk + tile_off<Tr::kKeys>(r, cc), kb + tok * D + cc * 8, true);
+            cp_async_16(dk + tile_off<Tr::kKeys>(r, cc), kb + tok * p.k_sl + cc * 8, true);
           }
           cp_async_commit();
           cp_async_wait<0>();

@@ -20,17 +20,21 @@ using sm90::encode_tiled;
 // offset, block, kv head, batch); boxes of 64 columns x 1 offset x `blocks` blocks. Rows of the
 // partial last block are not part of the view (TMA cannot clamp them). False when TMA cannot
 // describe it.
-bool encode_k_map(CUtensorMap* m, bool f16, const void* k, int64_t batch, int64_t heads_kv, int64_t len_k, int64_t d,
-                  int64_t block_n, int64_t nk_full, int blocks) {
+bool encode_k_map(CUtensorMap* m, bool f16, const void* k, int64_t batch, int64_t heads_kv, int64_t sb, int64_t sh,
+                  int64_t sl, int64_t d, int64_t block_n, int64_t nk_full, int blocks) {
   if (nk_full < 1 || nk_full > INT32_MAX || heads_kv > INT32_MAX || batch > INT32_MAX ||
-      reinterpret_cast<uintptr_t>(k) % 16 != 0)
+      reinterpret_cast<uintptr_t>(k) % 16 != 0 || sb < 0 || sh < 0 || sl < d || (sl * 2) % 16 != 0 ||
+      (sh * 2) % 16 != 0 || (sb * 2) % 16 != 0)
     return false;
+  // A dimension of extent 1 is never stepped: its stride (any value for a caller's tensor) is
+  // replaced by one past the dimensions below it.
+  if (heads_kv == 1) sh = block_n * nk_full * sl;
+  if (batch == 1) sb = heads_kv * sh;
   const cuuint64_t dims[5] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(block_n),
                               static_cast<cuuint64_t>(nk_full), static_cast<cuuint64_t>(heads_kv),
                               static_cast<cuuint64_t>(batch)};
-  const cuuint64_t strides[4] = {static_cast<cuuint64_t>(d * 2), static_cast<cuuint64_t>(block_n * d * 2),
-                                 static_cast<cuuint64_t>(len_k * d * 2),
-                                 static_cast<cuuint64_t>(heads_kv * len_k * d * 2)};
+  const cuuint64_t strides[4] = {static_cast<cuuint64_t>(sl * 2), static_cast<cuuint64_t>(block_n * sl * 2),
+                                 static_cast<cuuint64_t>(sh * 2), static_cast<cuuint64_t>(sb * 2)};
   const cuuint32_t box[5] = {64, 1, static_cast<cuuint32_t>(blocks), 1, 1};
   // d128 rows are 256 bytes (two 64-column boxes): promote to 256 B so the second box hits L2.
   const CUtensorMapL2promotion promo = d == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
@@ -91,8 +95,8 @@ cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t sl
   sp.sched = make_schedule(p.nk, nk_full, a.k_count);
   if (nk_full > 0) {
     for (int w = 0; w < 4; ++w)
-      if (!encode_k_map(&sp.kmap[w], std::is_same<T, __half>::value, a.k, a.dims.batch, a.dims.heads_kv, a.dims.len_k, D, a.dims.block_n,
-                        nk_full, 64 >> w))
+      if (!encode_k_map(&sp.kmap[w], std::is_same<T, __half>::value, a.k, a.dims.batch, a.dims.heads_kv, p.k_sb,
+                        p.k_sh, p.k_sl, D, a.dims.block_n, nk_full, 64 >> w))
         return cudaErrorNotSupported;
   }
   // The tie-run tracking only where it is used (finish_tile's kTrack).

@@ -59,6 +59,7 @@ constexpr int kKC = 128;       // sampled keys per chunk (whole key blocks)
 struct ScoreKernelParams {
   QRowSource q;
   const void* k;
+  int64_t k_sb, k_sh, k_sl;  // K's batch, kv-head and row strides (elements)
   int64_t heads_q, group, len_q, len_k, block_m, block_n, mq, nk;
   const int32_t* q_off;
   const int32_t* k_off;
@@ -104,7 +105,7 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
   const int g = lane >> 2, tq = lane & 3;
   const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = b * p.heads_q + h;
-  const T* k = static_cast<const T*>(p.k) + (b * (p.heads_q / p.group) + h / p.group) * p.len_k * D;
+  const T* k = static_cast<const T*>(p.k) + b * p.k_sb + (h / p.group) * p.k_sh;
   const int32_t* qo = p.q_off + bh * p.q_count;
   const int32_t* ko = p.k_off + bh * p.k_count;
   const int G = p.blocks_per_chunk;
@@ -133,7 +134,7 @@ __global__ void __launch_bounds__(kThreads) block_scores_kernel(ScoreKernelParam
       const int r = c / kChunks, cc = c % kChunks;
       const bool valid = r < keys;
       const int64_t tok = valid ? sampled_token(jb + r / p.k_count, p.block_n, ko[r % p.k_count], p.len_k) : 0;
-      cp_async_16(dst + swz<D>(r, cc), k + tok * D + cc * 8, valid);
+      cp_async_16(dst + swz<D>(r, cc), k + tok * p.k_sl + cc * 8, valid);
     }
   };
 
@@ -319,6 +320,9 @@ psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
                 "importance: q rows must be 16-byte aligned (pointer %p, strides %lld/%lld/%lld/%lld)", a.q,
                 static_cast<long long>(a.q_stride[0]), static_cast<long long>(a.q_stride[1]),
                 static_cast<long long>(a.q_stride[2]), static_cast<long long>(a.q_stride[3]));
+  PSA_RETURN_IF(!rows_16b_aligned(a.k, a.k_stride), PSA_ERR_INTERNAL, "importance: k rows must be 16-byte aligned (pointer %p, strides %lld/%lld/%lld/%lld)",
+                a.k, static_cast<long long>(a.k_stride[0]), static_cast<long long>(a.k_stride[1]),
+                static_cast<long long>(a.k_stride[2]), static_cast<long long>(a.k_stride[3]));
   if (a.scratch != nullptr && score_gemm_supported(a.q_count, a.k_count) &&
       (a.dims.head_dim == 64 || a.dims.head_dim == 128) && a.dims.block_n > 0 &&
       a.scratch_bytes >= score_scratch_slot_bytes(ceil_div(a.dims.len_k, a.dims.block_n)))

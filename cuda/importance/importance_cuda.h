@@ -51,6 +51,7 @@ struct ScoreArgs {
   const void* k = nullptr;
   int64_t q_stride[4] = {0, 0, 0, 1};  // (batch, head, row, 1); {0, 0, 0, 1}: contiguous
   const int64_t* q_rows = nullptr;     // [Lq] problem row -> q row; NULL = identity
+  int64_t k_stride[4] = {0, 0, 0, 1};  // K's (batch, kv head, row, 1), rows 16-byte aligned; {0, 0, 0, 1}: contiguous
   ProblemDims dims;  // mq, nk unused
   const int32_t* q_off = nullptr;  // [B*Hq, q_count]
   const int32_t* k_off = nullptr;  // [B*Hq, k_count]

@@ -34,7 +34,8 @@ struct GatherArgs;  // cuda/rearrange/gather_cuda.h
 // heads = g.batch * g.heads, len = g.len) into out (levels 2, 4, 8), in one pass that reads
 // the source once. Same bits as the two calls. out[l] may be NULL: that level is not written
 // (the others keep their bits; the CUDA backend passes NULL for a level its plan's level map
-// cannot hold, Plan::pooled_levels).
+// cannot hold, Plan::pooled_levels). g.dst may be NULL: the pyramid alone, from the gathered
+// rows (the CUDA backend then reads level 1 from the caller's tensor).
 psa_status gather_pool_pyramid_cuda(const GatherArgs& g, int64_t n_blocks, int64_t block_n, void* const out[3],
                                     cudaStream_t stream);
 

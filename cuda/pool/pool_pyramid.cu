@@ -54,7 +54,8 @@ __global__ void pool_pyramid_kernel(const T* __restrict__ x, int64_t len, int64_
 // from the strided source; positions < len are copied bit for bit to the contiguous level-1
 // tensor, and the pyramid is built from the same values by the same store_pyramid as
 // pool_pyramid_kernel (so the result equals gather_rows_cuda followed by pool_pyramid_cuda).
-// kVec: source rows are 16-byte aligned.
+// kVec: source rows are 16-byte aligned. dst NULL: the pyramid only (the level-1 tensor is read
+// in place).
 template <typename T, bool kVec>
 __global__ void gather_pool_kernel(const uint16_t* __restrict__ src, int64_t sb, int64_t sh, int64_t sl,
                                    const int64_t* __restrict__ index, int64_t heads, int64_t len, int64_t d,
@@ -67,7 +68,7 @@ __global__ void gather_pool_kernel(const uint16_t* __restrict__ src, int64_t sb,
     const int64_t t = (c / chunks) % n8;
     const int64_t bh = c / chunks / n8;
     const uint16_t* sh_base = src + (bh / heads) * sb + (bh % heads) * sh + col;
-    uint16_t* dh = dst + bh * len * d + col;
+    uint16_t* dh = dst != nullptr ? dst + bh * len * d + col : nullptr;
     auto load = [&](int64_t pos) {  // position pos of the rearranged sequence (pos < len)
       const uint16_t* s = sh_base + (index ? index[pos] : pos) * sl;
       if (kVec) return __ldg(reinterpret_cast<const uint4*>(s));
@@ -81,7 +82,7 @@ __global__ void gather_pool_kernel(const uint16_t* __restrict__ src, int64_t sb,
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
       src[u] = load(pooled_source(t * 4 + u / 2, 2, u & 1, len));
-      if (t * 8 + u < len) *reinterpret_cast<uint4*>(dh + (t * 8 + u) * d) = src[u];
+      if (dh != nullptr && t * 8 + u < len) *reinterpret_cast<uint4*>(dh + (t * 8 + u) * d) = src[u];
     }
     store_pyramid<T>(src, bh, t, n8, d, col, o2, o4, o8);
   }

@@ -42,8 +42,11 @@ std::string path_name(Path p, int64_t slots) {
 }
 
 // q_in_place: q is uploaded as [B, Lq, Hq, D] (strided) with problem row x at caller row perm[x]
-// (random) and read through q_stride / q_rows, as the PSA forward reads the caller's Q.
-void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q_in_place = false) {
+// (random) and read through q_stride / q_rows, as the PSA forward reads the caller's Q. k_strided:
+// k is uploaded as [B, Lk, Hkv, D] and read through k_stride, as the forward reads the caller's K
+// when it does not rearrange keys.
+void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q_in_place = false,
+                bool k_strided = false) {
   const int32_t qs = static_cast<int32_t>(c.bm / c.divisor), ks = static_cast<int32_t>(c.bn / c.divisor);
   const int64_t mq = (c.Lq + c.bm - 1) / c.bm, nk = (c.Lk + c.bn - 1) / c.bn;
   test::Tensor16 q = c.video ? test::make_video_like(c.B * c.Hq, c.Lq, c.D, c.dt, 21u)
@@ -60,7 +63,14 @@ void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q
       for (int64_t x = 0; x < c.Lq; ++x)
         std::copy_n(q.bits.data() + ((b * c.Hq + h) * c.Lq + x) * c.D, c.D,
                     qcaller.data() + b * qst[0] + h * qst[1] + perm[static_cast<size_t>(x)] * qst[2]);
-  DevBuf<uint16_t> dq(q_in_place ? qcaller : q.bits), dk(k.bits);
+  const int64_t kst[4] = {c.Lk * c.Hkv * c.D, c.D, c.Hkv * c.D, 1};  // BSND
+  std::vector<uint16_t> kcaller(k.bits.size());
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.Hkv; ++h)
+      for (int64_t x = 0; x < c.Lk; ++x)
+        std::copy_n(k.bits.data() + ((b * c.Hkv + h) * c.Lk + x) * c.D, c.D,
+                    kcaller.data() + b * kst[0] + h * kst[1] + x * kst[2]);
+  DevBuf<uint16_t> dq(q_in_place ? qcaller : q.bits), dk(k_strided ? kcaller : k.bits);
   DevBuf<int64_t> dperm(perm);
   DevBuf<int32_t> qoff(static_cast<size_t>(c.B * c.Hq * qs)), koff(static_cast<size_t>(c.B * c.Hq * ks));
   DevBuf<float> scores(static_cast<size_t>(c.B * c.Hq * mq * nk));
@@ -92,6 +102,7 @@ void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q
     sa.q_rows = dperm.get();
   }
   sa.k = dk.get();
+  if (k_strided) std::copy(kst, kst + 4, sa.k_stride);
   sa.dims.batch = c.B;
   sa.dims.heads_q = c.Hq;
   sa.dims.heads_kv = c.Hkv;
@@ -139,7 +150,7 @@ void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q
     }
   std::printf("[importance %s%s] %s D=%lld Lq=%lld Lk=%lld bm=%lld bn=%lld div=%lld (%d/%d samples) %s: "
               "%lld/%lld scores bit-identical, max rel diff %.3g\n",
-              path_name(path, slot_override).c_str(), q_in_place ? ", q in place" : "", c.dt == PSA_DTYPE_F16 ? "f16" : "bf16", static_cast<long long>(c.D),
+              path_name(path, slot_override).c_str(), q_in_place ? (k_strided ? ", q in place, k strided" : ", q in place") : "", c.dt == PSA_DTYPE_F16 ? "f16" : "bf16", static_cast<long long>(c.D),
               static_cast<long long>(c.Lq), static_cast<long long>(c.Lk), static_cast<long long>(c.bm),
               static_cast<long long>(c.bn), static_cast<long long>(c.divisor), qs, ks,
               c.video ? "video" : "random", static_cast<long long>(exact), static_cast<long long>(total), max_rel);
@@ -203,13 +214,16 @@ TEST(CudaImportance, GemmScoresWithFewSlotsMatchCpu) {
   }
 }
 
-// Q read in place (strided BSND, rows through a random permutation) on every path.
+// Q read in place (strided BSND, rows through a random permutation) on every path, and K read
+// through BSND strides.
 TEST(CudaImportance, ScoresReadQInPlaceThroughRowIndex) {
   PSA_REQUIRE_GPU();
   for (const Path path : {Path::kPerBlock, Path::kGemm80, Path::kGemm90}) {
     if (path == Path::kGemm90 && !gpu::score_sm90_available()) continue;
     for (const int ci : {0, 1, 5, 6}) run_scores(kCases[ci], path, 0, true);
     if (path != Path::kPerBlock) run_scores(kCases[5], path, 2, true);
+    // K read in place too (BSND strides; GQA, MQA and a partial last key block among them).
+    for (const int ci : {0, 1, 5, 6, 12}) run_scores(kCases[ci], path, 0, true, true);
   }
 }
 

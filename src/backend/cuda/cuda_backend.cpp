@@ -92,6 +92,16 @@ class CudaForward {
     q_use_ = q_in_place_ ? a.q : ws_ + w_.q;
     q_use_stride_ = q_in_place_ ? a.q_stride : contiguous_q_;
     q_use_rows_ = q_in_place_ ? data.q_src : nullptr;
+    // PSA at the default precision without a key rearrangement (data.k_src NULL) and without
+    // the similarity cap reads the caller's K and V in place too (importance and the
+    // attention's level 1) when their rows are 16-byte aligned: the pool pass then writes the
+    // pyramids only, not the level-1 copies.
+    kv_in_place_ = plan.route.route == Route::kPsa && !fp8_ && data.k_src == nullptr && !plan.route.sim_cap() &&
+                   gpu::attention_rows_aligned(a.k, a.k_stride) && gpu::attention_rows_aligned(a.v, a.v_stride);
+    k_use_ = kv_in_place_ ? a.k : ws_ + w_.k;
+    v_use_ = kv_in_place_ ? a.v : ws_ + w_.v;
+    k_use_stride_ = kv_in_place_ ? a.k_stride : contiguous_k_;
+    v_use_stride_ = kv_in_place_ ? a.v_stride : contiguous_k_;
   }
 
   char* workspace() const { return ws_; }
@@ -132,6 +142,7 @@ class CudaForward {
     const uint64_t* pooled[2] = {w_.k_pooled, w_.v_pooled};
     for (int t = 0; t < 2; ++t) {
       gpu::GatherArgs g = gather_args(src[t], str[t], pb_.heads_kv, pb_.len_k, data_.k_src, dst[t]);
+      if (kv_in_place_) g.dst = nullptr;  // the attention reads level 1 from the caller
       void* out[3];
       for (int l = 0; l < 3; ++l) out[l] = (levels & (2u << l)) != 0u ? ws_ + pooled[t][l] : nullptr;
       PSA_TRY(gpu::gather_pool_pyramid_cuda(g, plan_.k_blocks, plan_.block_n, out, stream_));
@@ -180,7 +191,8 @@ class CudaForward {
     sa.q = q_use_;
     std::copy(q_use_stride_, q_use_stride_ + 4, sa.q_stride);
     sa.q_rows = q_use_rows_;
-    sa.k = ws_ + w_.k;
+    sa.k = k_use_;
+    std::copy(k_use_stride_, k_use_stride_ + 4, sa.k_stride);
     sa.dims = dims_;
     sa.q_off = oa.q_off;
     sa.k_off = oa.k_off;
@@ -293,10 +305,10 @@ class CudaForward {
   // row x back to caller row q_src[x].
   psa_status attention() {
     gpu::AttentionArgs at = sparse_attention_args();
-    at.k = ws_ + w_.k;
-    at.v = ws_ + w_.v;
-    std::copy(contiguous_k_, contiguous_k_ + 4, at.k_stride);
-    std::copy(contiguous_k_, contiguous_k_ + 4, at.v_stride);
+    at.k = k_use_;
+    at.v = v_use_;
+    std::copy(k_use_stride_, k_use_stride_ + 4, at.k_stride);
+    std::copy(v_use_stride_, v_use_stride_ + 4, at.v_stride);
     // Block methods have level-1 entries only: the pooled slots are never read and point at
     // the full-resolution copies.
     const bool block_method = plan_.route.block_method();
@@ -417,6 +429,11 @@ class CudaForward {
   const void* q_use_ = nullptr;
   const int64_t* q_use_stride_ = nullptr;
   const int64_t* q_use_rows_ = nullptr;
+  bool kv_in_place_ = false;  // PSA: level-1 K and V read from the caller (no rearrangement)
+  const void* k_use_ = nullptr;
+  const void* v_use_ = nullptr;
+  const int64_t* k_use_stride_ = nullptr;
+  const int64_t* v_use_stride_ = nullptr;
 };
 
 class CudaBackend final : public Backend {
