@@ -1,7 +1,7 @@
 // cuda/mask/sim_cap.cu -- mask stage (similarity cap, spec 5): kernel, launcher, entry.
-// One CTA stages a key block in fp32; its threads compute mask_spec.h's pair cosines in
-// parallel and three threads sum them in the CPU's order (no FMA), so the cap equals
-// sim_cap_row's bit for bit. No rule of its own.
+// One CTA stages a key block in fp32 (16-byte loads, all of a thread's in flight); its threads
+// compute mask_spec.h's pair cosines in parallel and three threads sum them in the CPU's order
+// (no FMA), so the cap equals sim_cap_row's bit for bit. No rule of its own.
 #include <cstdint>
 
 #include "cuda/core/cuda_status.h"
@@ -18,7 +18,52 @@ struct SimCapKernelParams {
   int64_t len_k, d, nk, block_n;
   double threshold[3];
   int8_t* cap;
+  bool vec;  // K 16-byte aligned and d % 8 == 0: rows staged in 16-byte chunks
 };
+
+// 16-byte chunks per thread loaded before any is stored (the staging's loads in flight).
+constexpr int kStageBatch = 8;
+
+// Rows u = 0 .. block_n - 1 of key block j (token min(j * block_n + u, len_k - 1): the CPU's
+// replicate padding) of one head into block[u * ld + c] as fp32. Vector path: chunk q of the
+// block is row q / (d / 8), columns 8 (q % (d / 8)) ..; each thread loads kStageBatch chunks,
+// then converts and stores them. Else warp w stages rows w, w + warps, ..., lanes walking a
+// row's columns.
+template <typename T>
+__device__ __forceinline__ void stage_block(const SimCapKernelParams& p, const T* k, int64_t j, float* block,
+                                            int64_t ld) {
+  if (p.vec) {
+    const int row_chunks = static_cast<int>(p.d / 8);
+    const int chunks = static_cast<int>(p.block_n) * row_chunks;
+    for (int q0 = static_cast<int>(threadIdx.x); q0 < chunks; q0 += kStageBatch * static_cast<int>(blockDim.x)) {
+      uint4 v[kStageBatch];
+#pragma unroll
+      for (int u = 0; u < kStageBatch; ++u) {
+        const int q = q0 + u * static_cast<int>(blockDim.x);
+        if (q >= chunks) break;
+        const int64_t tok = min(j * p.block_n + q / row_chunks, p.len_k - 1);
+        v[u] = __ldg(reinterpret_cast<const uint4*>(k + tok * p.d) + q % row_chunks);
+      }
+#pragma unroll
+      for (int u = 0; u < kStageBatch; ++u) {
+        const int q = q0 + u * static_cast<int>(blockDim.x);
+        if (q >= chunks) break;
+        const T* e = reinterpret_cast<const T*>(&v[u]);
+        float* dst = block + static_cast<int64_t>(q / row_chunks) * ld + (q % row_chunks) * 8;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) dst[i] = Elem<T>::to_float(e[i]);
+      }
+    }
+    return;
+  }
+  const int warps = static_cast<int>(blockDim.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t u = threadIdx.x / 32; u < p.block_n; u += warps) {
+    const int64_t tok = min(j * p.block_n + u, p.len_k - 1);
+    const T* src = k + tok * p.d;
+    float* dst = block + u * ld;
+    for (int64_t c = lane; c < p.d; c += 32) dst[c] = Elem<T>::to_float(src[c]);
+  }
+}
 
 // Grid cap: past it each CTA takes several (head, key block) pairs. Pairs are flattened
 // because heads = B*Hkv may exceed the 65535 of a y grid dimension.
@@ -42,16 +87,7 @@ __global__ void sim_cap_kernel(SimCapKernelParams p, int64_t pairs) {
     const T* k = static_cast<const T*>(p.k) + head * p.len_k * p.d;
     // Reuse across pairs is ordered by the barriers: `block` and `cosines` are last read
     // before the third, `sim` is next written after the second.
-    // Warp w stages rows w, w + warps, ...; lanes walk a row's columns (coalesced, and no
-    // per-element 64-bit division).
-    const int warps = static_cast<int>(blockDim.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-    for (int64_t u = threadIdx.x / 32; u < p.block_n; u += warps) {
-      int64_t tok = j * p.block_n + u;
-      if (tok > p.len_k - 1) tok = p.len_k - 1;
-      const T* src = k + tok * p.d;
-      float* dst = block + u * ld;
-      for (int64_t c = lane; c < p.d; c += 32) dst[c] = Elem<T>::to_float(src[c]);
-    }
+    stage_block(p, k, j, block, ld);
     __syncthreads();
     for (int64_t t = threadIdx.x; t < n2 + n4 + n8; t += blockDim.x) {
       const int level = t < n2 ? 2 : t < n2 + n4 ? 4 : 8;
@@ -94,6 +130,9 @@ psa_status sim_cap_cuda(const SimCapArgs& a, cudaStream_t stream) {
   p.block_n = a.block_n;
   for (int i = 0; i < 3; ++i) p.threshold[i] = a.threshold[i];
   p.cap = a.cap;
+  // The head stride len_k * d keeps every head's rows on 16 bytes when d % 8 == 0.
+  p.vec = a.head_dim % 8 == 0 && a.block_n * (a.head_dim / 8) <= INT32_MAX &&
+          reinterpret_cast<uintptr_t>(a.k) % 16 == 0;
   switch (a.dtype) {
     case PSA_DTYPE_F16: return launch_sim_cap<__half>(p, a.heads, stream);
     case PSA_DTYPE_BF16: return launch_sim_cap<__nv_bfloat16>(p, a.heads, stream);

@@ -541,6 +541,137 @@ TEST(CudaMask, SimCapPastGridLimit) {
   EXPECT_EQ(8, want[static_cast<size_t>((heads - 1) * nk)]) << "the test's repeated-key heads should cap at 8";
 }
 
+// The CPU's mean pair similarities (block_similarity on the replicate-padded keys) of every
+// (head, key block) at levels 2, 4, 8: [heads * nk][3].
+std::vector<float> cpu_block_sims(const test::Tensor16& k, int64_t heads, int64_t lk, int64_t d, int64_t bn) {
+  const int64_t nk = (lk + bn - 1) / bn;
+  std::vector<float> sims(static_cast<size_t>(heads * nk * 3));
+  std::vector<float> block(static_cast<size_t>(bn * d));
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t j = 0; j < nk; ++j) {
+      for (int64_t u = 0; u < bn; ++u)
+        std::copy_n(k.f.data() + (h * lk + std::min(j * bn + u, lk - 1)) * d, d, block.data() + u * d);
+      for (int l = 0; l < 3; ++l)
+        sims[static_cast<size_t>((h * nk + j) * 3 + l)] = block_similarity(block.data(), bn, d, 2 << l);
+    }
+  return sims;
+}
+
+// sim_cap_cuda against sim_cap_row for every block size and both staging paths (16-byte chunks
+// for d % 8 == 0 on aligned K, else element by element: d 40, and K one element off its
+// allocation), f16 and bf16, lengths that are not a multiple of block_n (replicate padding),
+// on video-like heads (similarities spread around the thresholds), repeated-key heads (cap 8)
+// and noise. The thresholds are the CPU's own means of chosen blocks, so a mean one ulp away
+// from the CPU's flips a cap (sim > threshold is strict) and the caps must match bit for bit.
+TEST(CudaMask, SimCapMatchesCpuEveryBlockSizeAndPath) {
+  PSA_REQUIRE_GPU();
+  struct Case {
+    int64_t d, bn, lk;
+    psa_dtype dt;
+    bool offset;  // K starts one element into its buffer (2 bytes: not 16-byte aligned)
+  };
+  const Case cases[] = {{128, 128, 1000, PSA_DTYPE_BF16, false}, {128, 64, 777, PSA_DTYPE_F16, false},
+                        {64, 128, 530, PSA_DTYPE_BF16, false},   {64, 32, 301, PSA_DTYPE_BF16, false},
+                        {128, 16, 250, PSA_DTYPE_F16, false},    {64, 8, 99, PSA_DTYPE_BF16, false},
+                        {40, 64, 200, PSA_DTYPE_BF16, false},    {128, 128, 1000, PSA_DTYPE_BF16, true},
+                        {8, 32, 100, PSA_DTYPE_F16, false}};
+  uint32_t seed = 100;
+  for (const Case& c : cases) {
+    const int64_t heads = 4, nk = (c.lk + c.bn - 1) / c.bn;
+    // Heads 0, 1 video-like, head 2 repeated keys within each block, head 3 noise.
+    test::Tensor16 k = test::make_video_like(heads, c.lk, c.d, c.dt, ++seed);
+    const test::Tensor16 noise = test::make_random(static_cast<size_t>(c.lk * c.d), c.dt, ++seed);
+    for (int64_t t = 0; t < c.lk; ++t)
+      for (int64_t e = 0; e < c.d; ++e) {
+        const size_t rep = static_cast<size_t>((2 * c.lk + t - t % c.bn) * c.d + e);
+        const size_t i2 = static_cast<size_t>((2 * c.lk + t) * c.d + e), i3 = static_cast<size_t>((3 * c.lk + t) * c.d + e);
+        k.bits[i2] = k.bits[rep];
+        k.f[i2] = k.f[rep];
+        k.bits[i3] = noise.bits[static_cast<size_t>(t * c.d + e)];
+        k.f[i3] = noise.f[static_cast<size_t>(t * c.d + e)];
+      }
+    const std::vector<float> sims = cpu_block_sims(k, heads, c.lk, c.d, c.bn);
+    // Thresholds at the CPU's means of three blocks of the video-like heads (blocks whose mean
+    // is -1, without a pair, skipped).
+    double th[3] = {0.7, 0.65, 0.6};
+    for (int l = 0; l < 3; ++l) {
+      const int64_t b = (7 * (l + 1)) % (2 * nk);
+      const float v = sims[static_cast<size_t>(b * 3 + l)];
+      if (v > -1.0f) th[l] = static_cast<double>(v);
+    }
+    const std::vector<int8_t> want = cpu_caps(k, heads, c.lk, c.d, c.bn, th);
+    std::vector<uint16_t> padded(k.bits.size() + 8);
+    std::copy(k.bits.begin(), k.bits.end(), padded.begin() + (c.offset ? 1 : 0));
+    DevBuf<uint16_t> dk(padded);
+    DevBuf<int8_t> dcap(want.size());
+    dcap.fill_bytes(0x7f);
+    gpu::SimCapArgs sa;
+    sa.dtype = c.dt;
+    sa.k = dk.get() + (c.offset ? 1 : 0);
+    sa.heads = heads;
+    sa.len_k = c.lk;
+    sa.head_dim = c.d;
+    sa.n_blocks = nk;
+    sa.block_n = c.bn;
+    std::copy(th, th + 3, sa.threshold);
+    sa.cap = dcap.get();
+    ASSERT_EQ(PSA_OK, gpu::sim_cap_cuda(sa, nullptr)) << psa_last_error_message();
+    const std::vector<int8_t> got = dcap.download();
+    int64_t diff = 0, boundary = 0;
+    for (size_t e = 0; e < got.size(); ++e) diff += got[e] != want[e];
+    for (size_t e = 0; e < sims.size(); ++e) boundary += static_cast<double>(sims[e]) == th[e % 3];
+    EXPECT_EQ(0, diff) << "d " << c.d << " bn " << c.bn << " lk " << c.lk << (c.offset ? " (K unaligned)" : "");
+    EXPECT_GT(boundary, 0) << "no block sits on a threshold";
+    std::map<int, int> hist;
+    for (int8_t v : want) ++hist[v];
+    EXPECT_GT(hist[8], 0) << "the repeated-key head caps at 8";
+    EXPECT_GT(hist[1], 0) << "the noise head caps at 1";
+  }
+}
+
+// Informative timings of sim_cap_cuda on the standard shapes (K as the forward passes it:
+// contiguous [heads][len][d]), checked against sim_cap_row on the way.
+TEST(CudaMask, DISABLED_SimCapTimings) {
+  PSA_REQUIRE_GPU();
+  struct Shape {
+    const char* name;
+    int64_t H, L, D, bn;
+  };
+  const Shape shapes[] = {{"wan13", 12, 32760, 128, 128}, {"wan13/bn64", 12, 32760, 128, 64},
+                          {"wan13/bn32", 12, 32760, 128, 32}, {"wan14", 40, 75600, 128, 128},
+                          {"cogvideox", 48, 17776, 64, 128}};
+  for (const Shape& sh : shapes) {
+    if (!test::shape_selected("PSA_MASK_SHAPES", sh.name)) continue;
+    const int64_t nk = (sh.L + sh.bn - 1) / sh.bn;
+    const test::Tensor16 k = test::make_video_like(sh.H, sh.L, sh.D, PSA_DTYPE_BF16, 5u);
+    const double th[3] = {0.7, 0.65, 0.6};
+    DevBuf<uint16_t> dk(k.bits);
+    DevBuf<int8_t> dcap(static_cast<size_t>(sh.H * nk));
+    gpu::SimCapArgs sa;
+    sa.dtype = PSA_DTYPE_BF16;
+    sa.k = dk.get();
+    sa.heads = sh.H;
+    sa.len_k = sh.L;
+    sa.head_dim = sh.D;
+    sa.n_blocks = nk;
+    sa.block_n = sh.bn;
+    std::copy(th, th + 3, sa.threshold);
+    sa.cap = dcap.get();
+    ASSERT_EQ(PSA_OK, gpu::sim_cap_cuda(sa, nullptr)) << psa_last_error_message();
+    const float ms = test::median_ms([&] { gpu::sim_cap_cuda(sa, nullptr); }, 15, 2);
+    const std::vector<int8_t> got = dcap.download();
+    const std::vector<int8_t> want = cpu_caps(k, sh.H, sh.L, sh.D, sh.bn, th);
+    int64_t diff = 0;
+    for (size_t e = 0; e < got.size(); ++e) diff += got[e] != want[e];
+    std::printf("[sim cap timing] %-10s %3lld heads x %5lld blocks of %3lld x d%lld: %7.4f ms (%.0f GB/s of K), "
+                "%lld of %zu caps differ from the CPU\n",
+                sh.name, static_cast<long long>(sh.H), static_cast<long long>(nk), static_cast<long long>(sh.bn),
+                static_cast<long long>(sh.D), ms, static_cast<double>(k.bits.size()) * 2 / (ms * 1e6),
+                static_cast<long long>(diff), got.size());
+    EXPECT_EQ(0, diff) << sh.name;
+  }
+}
+
 // With each side computing its own scores: the full importance -> mask path.
 TEST(CudaMask, DisagreementWithOwnScores) {
   PSA_REQUIRE_GPU();
