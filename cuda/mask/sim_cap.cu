@@ -18,8 +18,15 @@ struct SimCapKernelParams {
   int64_t len_k, d, nk, block_n;
   double threshold[3];
   int8_t* cap;
-  bool vec;  // K 16-byte aligned and d % 8 == 0: rows staged in 16-byte chunks
+  bool vec;    // K 16-byte aligned and d % 8 == 0: rows staged in 16-byte chunks
+  int64_t ld;  // staged row stride in floats: d + 4 when d % 4 == 0 (16-byte rows), else d + 1
 };
+
+// Shared-memory slot of key row r: even rows first, then odd ones, so the rows a warp's pair
+// threads read side by side (level 2: rows 2t and 2t + 1) sit in consecutive slots.
+__device__ __forceinline__ int64_t row_slot(int64_t r, int64_t block_n) {
+  return (r & 1) != 0 ? (block_n + 1) / 2 + (r >> 1) : r >> 1;
+}
 
 // 16-byte chunks per thread loaded before any is stored (the staging's loads in flight).
 constexpr int kStageBatch = 8;
@@ -49,9 +56,12 @@ __device__ __forceinline__ void stage_block(const SimCapKernelParams& p, const T
         const int q = q0 + u * static_cast<int>(blockDim.x);
         if (q >= chunks) break;
         const T* e = reinterpret_cast<const T*>(&v[u]);
-        float* dst = block + static_cast<int64_t>(q / row_chunks) * ld + (q % row_chunks) * 8;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) dst[i] = Elem<T>::to_float(e[i]);
+        // ld % 4 == 0 here (d % 8 == 0): two 16-byte stores.
+        float4* dst = reinterpret_cast<float4*>(block + row_slot(q / row_chunks, p.block_n) * ld + (q % row_chunks) * 8);
+        dst[0] = make_float4(Elem<T>::to_float(e[0]), Elem<T>::to_float(e[1]), Elem<T>::to_float(e[2]),
+                             Elem<T>::to_float(e[3]));
+        dst[1] = make_float4(Elem<T>::to_float(e[4]), Elem<T>::to_float(e[5]), Elem<T>::to_float(e[6]),
+                             Elem<T>::to_float(e[7]));
       }
     }
     return;
@@ -60,7 +70,7 @@ __device__ __forceinline__ void stage_block(const SimCapKernelParams& p, const T
   for (int64_t u = threadIdx.x / 32; u < p.block_n; u += warps) {
     const int64_t tok = min(j * p.block_n + u, p.len_k - 1);
     const T* src = k + tok * p.d;
-    float* dst = block + u * ld;
+    float* dst = block + row_slot(u, p.block_n) * ld;
     for (int64_t c = lane; c < p.d; c += 32) dst[c] = Elem<T>::to_float(src[c]);
   }
 }
@@ -70,14 +80,16 @@ __device__ __forceinline__ void stage_block(const SimCapKernelParams& p, const T
 constexpr int64_t kMaxGrid = int64_t{1} << 24;
 
 // One CTA per (head, key block j) pair, pair = head * nk + j (grid-stride). Every pair cosine
-// of the three levels is one thread's work (pair_cosine, the CPU's operations); one thread per
-// level then sums them in the CPU's order (mean_pair_cosine), so the cap is bit-identical.
-// Rows are padded to d + 1 floats so the threads' row reads fall in different banks.
+// of the three levels is one thread's work (row_pair_cosine, the CPU's operations); one thread
+// per level then sums them in the CPU's order (mean_pair_cosine), so the cap is bit-identical.
+// Rows sit in row_slot order, ld floats apart: with ld = d + 4 (d a multiple of 32) the 16-byte
+// loads of eight level-2 threads cover the 32 banks once (level 4: twice, level 8: four times).
 template <typename T>
 __global__ void sim_cap_kernel(SimCapKernelParams p, int64_t pairs) {
-  extern __shared__ float smem[];
-  const int64_t ld = p.d + 1;
-  float* block = smem;                        // [block_n][d + 1], replicate-padded
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const int64_t ld = p.ld;
+  float* block = smem;                        // [block_n][ld] in row_slot order, replicate-padded
   float* cosines = smem + p.block_n * ld;     // level 2, 4, 8 pair cosines, back to back
   __shared__ float sim[3];
   const int64_t n2 = sim_pair_count(2, p.block_n), n4 = sim_pair_count(4, p.block_n),
@@ -92,7 +104,11 @@ __global__ void sim_cap_kernel(SimCapKernelParams p, int64_t pairs) {
     for (int64_t t = threadIdx.x; t < n2 + n4 + n8; t += blockDim.x) {
       const int level = t < n2 ? 2 : t < n2 + n4 ? 4 : 8;
       const int64_t local = t < n2 ? t : t < n2 + n4 ? t - n2 : t - n2 - n4;
-      cosines[t] = pair_cosine(block, ld, p.d, level, local);
+      const float* a = block + row_slot(sim_pair_first(level, local), p.block_n) * ld;
+      const float* b = block + row_slot(sim_pair_second(level, local), p.block_n) * ld;
+      cosines[t] = ld % 4 == 0 ? row_pair_cosine(static_cast<const float*>(__builtin_assume_aligned(a, 16)),
+                                                 static_cast<const float*>(__builtin_assume_aligned(b, 16)), p.d)
+                               : row_pair_cosine(a, b, p.d);
     }
     __syncthreads();
     if (threadIdx.x < 3) {
@@ -108,7 +124,7 @@ __global__ void sim_cap_kernel(SimCapKernelParams p, int64_t pairs) {
 
 template <typename T>
 psa_status launch_sim_cap(const SimCapKernelParams& p, int64_t heads, cudaStream_t stream) {
-  const size_t smem = sizeof(float) * static_cast<size_t>(p.block_n * (p.d + 1) + p.block_n);
+  const size_t smem = sizeof(float) * static_cast<size_t>(p.block_n * p.ld + p.block_n);
   PSA_CUDA_TRY(cudaFuncSetAttribute(sim_cap_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)),
                "sim_cap_kernel: cudaFuncSetAttribute");
@@ -133,6 +149,7 @@ psa_status sim_cap_cuda(const SimCapArgs& a, cudaStream_t stream) {
   // The head stride len_k * d keeps every head's rows on 16 bytes when d % 8 == 0.
   p.vec = a.head_dim % 8 == 0 && a.block_n * (a.head_dim / 8) <= INT32_MAX &&
           reinterpret_cast<uintptr_t>(a.k) % 16 == 0;
+  p.ld = a.head_dim % 4 == 0 ? a.head_dim + 4 : a.head_dim + 1;
   switch (a.dtype) {
     case PSA_DTYPE_F16: return launch_sim_cap<__half>(p, a.heads, stream);
     case PSA_DTYPE_BF16: return launch_sim_cap<__nv_bfloat16>(p, a.heads, stream);

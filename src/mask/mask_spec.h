@@ -371,13 +371,12 @@ PSA_HD constexpr int64_t sim_pair_count(int level, int64_t block_n) { return blo
 PSA_HD constexpr int64_t sim_pair_first(int level, int64_t t) { return t * level; }
 PSA_HD constexpr int64_t sim_pair_second(int level, int64_t t) { return t * level + level - 1; }
 
-// Cosine of pair t at pooling `level` in a key block whose rows are `ld` floats apart: the dot
-// products a.b, a.a and b.b, each a sequential fp32 sum in index order 0..d-1, then cosine_f32.
-// The three sums share one loop, four indices per step with their loads first (the same
-// operations in the same order; a GPU thread then has eight shared-memory loads in flight).
-PSA_HD float pair_cosine(const float* block, int64_t ld, int64_t d, int level, int64_t t) {
-  const float* a = block + sim_pair_first(level, t) * ld;
-  const float* b = block + sim_pair_second(level, t) * ld;
+// Cosine of the key rows a and b (row_pair_cosine), and of pair t at pooling `level` in a key
+// block whose rows are `ld` floats apart (pair_cosine): the dot products a.b, a.a and b.b, each
+// a sequential fp32 sum in index order 0..d-1, then cosine_f32. The three sums share one loop,
+// four indices per step with their loads first (the same operations in the same order; a GPU
+// thread then has eight shared-memory loads in flight, or two 16-byte ones).
+PSA_HD float row_pair_cosine(const float* a, const float* b, int64_t d) {
   float ab = 0.0f, aa = 0.0f, bb = 0.0f;
   int64_t k = 0;
   for (; k + 4 <= d; k += 4) {
@@ -403,13 +402,24 @@ PSA_HD float pair_cosine(const float* block, int64_t ld, int64_t d, int level, i
   }
   return cosine_f32(ab, aa, bb);
 }
+PSA_HD float pair_cosine(const float* block, int64_t ld, int64_t d, int level, int64_t t) {
+  return row_pair_cosine(block + sim_pair_first(level, t) * ld, block + sim_pair_second(level, t) * ld, d);
+}
 
 // Mean of `pairs` pair cosines: a sequential fp32 sum, divided by their number; -1 (never
 // above a threshold in [-1, 1)) when there is no pair.
 PSA_HD float mean_pair_cosine(const float* cosines, int64_t pairs) {
   if (pairs <= 0) return -1.0f;
   float sum = 0.0f;
-  for (int64_t t = 0; t < pairs; ++t) sum += cosines[t];
+  int64_t t = 0;
+  for (; t + 4 <= pairs; t += 4) {  // four loads, then four additions in order
+    const float c0 = cosines[t], c1 = cosines[t + 1], c2 = cosines[t + 2], c3 = cosines[t + 3];
+    sum += c0;
+    sum += c1;
+    sum += c2;
+    sum += c3;
+  }
+  for (; t < pairs; ++t) sum += cosines[t];
   return sum / static_cast<float>(pairs);
 }
 

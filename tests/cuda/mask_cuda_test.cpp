@@ -558,8 +558,8 @@ std::vector<float> cpu_block_sims(const test::Tensor16& k, int64_t heads, int64_
 }
 
 // sim_cap_cuda against sim_cap_row for every block size and both staging paths (16-byte chunks
-// for d % 8 == 0 on aligned K, else element by element: d 40, and K one element off its
-// allocation), f16 and bf16, lengths that are not a multiple of block_n (replicate padding),
+// for d % 8 == 0 on aligned K, else element by element: d 36 and 30, and K one element off its
+// allocation), 16-byte and 4-byte row reads (d % 4 == 0 or not), f16 and bf16, lengths that are not a multiple of block_n (replicate padding),
 // on video-like heads (similarities spread around the thresholds), repeated-key heads (cap 8)
 // and noise. The thresholds are the CPU's own means of chosen blocks, so a mean one ulp away
 // from the CPU's flips a cap (sim > threshold is strict) and the caps must match bit for bit.
@@ -573,7 +573,8 @@ TEST(CudaMask, SimCapMatchesCpuEveryBlockSizeAndPath) {
   const Case cases[] = {{128, 128, 1000, PSA_DTYPE_BF16, false}, {128, 64, 777, PSA_DTYPE_F16, false},
                         {64, 128, 530, PSA_DTYPE_BF16, false},   {64, 32, 301, PSA_DTYPE_BF16, false},
                         {128, 16, 250, PSA_DTYPE_F16, false},    {64, 8, 99, PSA_DTYPE_BF16, false},
-                        {40, 64, 200, PSA_DTYPE_BF16, false},    {128, 128, 1000, PSA_DTYPE_BF16, true},
+                        {36, 64, 200, PSA_DTYPE_BF16, false},    {30, 32, 150, PSA_DTYPE_F16, false},
+                        {128, 128, 1000, PSA_DTYPE_BF16, true},
                         {8, 32, 100, PSA_DTYPE_F16, false}};
   uint32_t seed = 100;
   for (const Case& c : cases) {
