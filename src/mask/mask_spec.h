@@ -375,7 +375,8 @@ PSA_HD constexpr int64_t sim_pair_second(int level, int64_t t) { return t * leve
 // block whose rows are `ld` floats apart (pair_cosine): the dot products a.b, a.a and b.b, each
 // a sequential fp32 sum in index order 0..d-1, then cosine_f32. The three sums share one loop,
 // four indices per step with their loads first (the same operations in the same order; a GPU
-// thread then has eight shared-memory loads in flight, or two 16-byte ones).
+// thread then has eight shared-memory loads in flight, or two 16-byte ones: written out, since
+// nvcc does not merge the loads of a four-element array loop into 16-byte ones).
 PSA_HD float row_pair_cosine(const float* a, const float* b, int64_t d) {
   float ab = 0.0f, aa = 0.0f, bb = 0.0f;
   int64_t k = 0;
