@@ -41,6 +41,27 @@ std::string path_name(Path p, int64_t slots) {
   return slots > 0 ? n + "/" + std::to_string(slots) + " slots" : n;
 }
 
+// Head-major rows [B][H][L][D] -> the caller layout BSND (strides bsnd_strides), problem row x
+// at caller row rows[x] (rows NULL: x).
+void bsnd_strides(int64_t H, int64_t L, int64_t D, int64_t st[4]) {
+  st[0] = L * H * D;
+  st[1] = D;
+  st[2] = H * D;
+  st[3] = 1;
+}
+std::vector<uint16_t> to_bsnd(const std::vector<uint16_t>& bits, int64_t B, int64_t H, int64_t L, int64_t D,
+                              const int64_t* rows) {
+  int64_t st[4];
+  bsnd_strides(H, L, D, st);
+  std::vector<uint16_t> out(bits.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t x = 0; x < L; ++x)
+        std::copy_n(bits.data() + ((b * H + h) * L + x) * D, D,
+                    out.data() + b * st[0] + h * st[1] + (rows != nullptr ? rows[x] : x) * st[2]);
+  return out;
+}
+
 // q_in_place: q is uploaded as [B, Lq, Hq, D] (strided) with problem row x at caller row perm[x]
 // (random) and read through q_stride / q_rows, as the PSA forward reads the caller's Q. k_strided:
 // k is uploaded as [B, Lk, Hkv, D] and read through k_stride, as the forward reads the caller's K
@@ -56,21 +77,11 @@ void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q
   std::vector<int64_t> perm(static_cast<size_t>(c.Lq));
   for (int64_t x = 0; x < c.Lq; ++x) perm[static_cast<size_t>(x)] = x;
   std::shuffle(perm.begin(), perm.end(), std::mt19937(static_cast<uint32_t>(c.seed) + 5u));
-  const int64_t qst[4] = {c.Lq * c.Hq * c.D, c.D, c.Hq * c.D, 1};  // BSND
-  std::vector<uint16_t> qcaller(q.bits.size());
-  for (int64_t b = 0; b < c.B; ++b)
-    for (int64_t h = 0; h < c.Hq; ++h)
-      for (int64_t x = 0; x < c.Lq; ++x)
-        std::copy_n(q.bits.data() + ((b * c.Hq + h) * c.Lq + x) * c.D, c.D,
-                    qcaller.data() + b * qst[0] + h * qst[1] + perm[static_cast<size_t>(x)] * qst[2]);
-  const int64_t kst[4] = {c.Lk * c.Hkv * c.D, c.D, c.Hkv * c.D, 1};  // BSND
-  std::vector<uint16_t> kcaller(k.bits.size());
-  for (int64_t b = 0; b < c.B; ++b)
-    for (int64_t h = 0; h < c.Hkv; ++h)
-      for (int64_t x = 0; x < c.Lk; ++x)
-        std::copy_n(k.bits.data() + ((b * c.Hkv + h) * c.Lk + x) * c.D, c.D,
-                    kcaller.data() + b * kst[0] + h * kst[1] + x * kst[2]);
-  DevBuf<uint16_t> dq(q_in_place ? qcaller : q.bits), dk(k_strided ? kcaller : k.bits);
+  int64_t qst[4], kst[4];
+  bsnd_strides(c.Hq, c.Lq, c.D, qst);
+  bsnd_strides(c.Hkv, c.Lk, c.D, kst);
+  DevBuf<uint16_t> dq(q_in_place ? to_bsnd(q.bits, c.B, c.Hq, c.Lq, c.D, perm.data()) : q.bits),
+      dk(k_strided ? to_bsnd(k.bits, c.B, c.Hkv, c.Lk, c.D, nullptr) : k.bits);
   DevBuf<int64_t> dperm(perm);
   DevBuf<int32_t> qoff(static_cast<size_t>(c.B * c.Hq * qs)), koff(static_cast<size_t>(c.B * c.Hq * ks));
   DevBuf<float> scores(static_cast<size_t>(c.B * c.Hq * mq * nk));

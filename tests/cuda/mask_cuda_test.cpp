@@ -136,6 +136,22 @@ std::vector<int8_t> cpu_caps(const test::Tensor16& k, int64_t heads, int64_t lk,
   return caps;
 }
 
+// sim_cap_cuda's arguments for K [heads][lk][d] of dtype dt, block_n bn (nk from lk), into cap.
+gpu::SimCapArgs sim_cap_args(psa_dtype dt, const void* k, int64_t heads, int64_t lk, int64_t d, int64_t bn,
+                             const double th[3], int8_t* cap) {
+  gpu::SimCapArgs sa;
+  sa.dtype = dt;
+  sa.k = k;
+  sa.heads = heads;
+  sa.len_k = lk;
+  sa.head_dim = d;
+  sa.n_blocks = (lk + bn - 1) / bn;
+  sa.block_n = bn;
+  std::copy(th, th + 3, sa.threshold);
+  sa.cap = cap;
+  return sa;
+}
+
 void run_mask_case(const MaskCase& c, uint32_t seed) {
   const int64_t mq = (c.Lq + c.bm - 1) / c.bm, nk = (c.Lk + c.bn - 1) / c.bn, d = 64;
   const std::vector<float> scores = make_scores(c, seed);
@@ -147,16 +163,7 @@ void run_mask_case(const MaskCase& c, uint32_t seed) {
     caps = cpu_caps(k, c.B * c.Hkv, c.Lk, d, c.bn, th);
     DevBuf<uint16_t> dk(k.bits);
     dcap.alloc(caps.size());
-    gpu::SimCapArgs sa;
-    sa.dtype = PSA_DTYPE_BF16;
-    sa.k = dk.get();
-    sa.heads = c.B * c.Hkv;
-    sa.len_k = c.Lk;
-    sa.head_dim = d;
-    sa.n_blocks = nk;
-    sa.block_n = c.bn;
-    std::copy(th, th + 3, sa.threshold);
-    sa.cap = dcap.get();
+    const gpu::SimCapArgs sa = sim_cap_args(PSA_DTYPE_BF16, dk.get(), c.B * c.Hkv, c.Lk, d, c.bn, th, dcap.get());
     ASSERT_EQ(PSA_OK, gpu::sim_cap_cuda(sa, nullptr)) << psa_last_error_message();
     ASSERT_EQ(caps, dcap.download()) << "similarity cap differs from sim_cap_row";
   }
@@ -522,16 +529,7 @@ TEST(CudaMask, SimCapPastGridLimit) {
   const std::vector<int8_t> want = cpu_caps(k, heads, lk, d, bn, th);
   DevBuf<uint16_t> dk(k.bits);
   DevBuf<int8_t> dcap(want.size());
-  gpu::SimCapArgs sa;
-  sa.dtype = PSA_DTYPE_BF16;
-  sa.k = dk.get();
-  sa.heads = heads;
-  sa.len_k = lk;
-  sa.head_dim = d;
-  sa.n_blocks = nk;
-  sa.block_n = bn;
-  std::copy(th, th + 3, sa.threshold);
-  sa.cap = dcap.get();
+  const gpu::SimCapArgs sa = sim_cap_args(PSA_DTYPE_BF16, dk.get(), heads, lk, d, bn, th, dcap.get());
   ASSERT_EQ(PSA_OK, gpu::sim_cap_cuda(sa, nullptr)) << psa_last_error_message();
   const std::vector<int8_t> got = dcap.download();
   int64_t diff = 0, first = -1;
@@ -606,16 +604,7 @@ TEST(CudaMask, SimCapMatchesCpuEveryBlockSizeAndPath) {
     DevBuf<uint16_t> dk(padded);
     DevBuf<int8_t> dcap(want.size());
     dcap.fill_bytes(0x7f);
-    gpu::SimCapArgs sa;
-    sa.dtype = c.dt;
-    sa.k = dk.get() + (c.offset ? 1 : 0);
-    sa.heads = heads;
-    sa.len_k = c.lk;
-    sa.head_dim = c.d;
-    sa.n_blocks = nk;
-    sa.block_n = c.bn;
-    std::copy(th, th + 3, sa.threshold);
-    sa.cap = dcap.get();
+    const gpu::SimCapArgs sa = sim_cap_args(c.dt, dk.get() + (c.offset ? 1 : 0), heads, c.lk, c.d, c.bn, th, dcap.get());
     ASSERT_EQ(PSA_OK, gpu::sim_cap_cuda(sa, nullptr)) << psa_last_error_message();
     const std::vector<int8_t> got = dcap.download();
     int64_t diff = 0, boundary = 0;
@@ -648,16 +637,7 @@ TEST(CudaMask, DISABLED_SimCapTimings) {
     const double th[3] = {0.7, 0.65, 0.6};
     DevBuf<uint16_t> dk(k.bits);
     DevBuf<int8_t> dcap(static_cast<size_t>(sh.H * nk));
-    gpu::SimCapArgs sa;
-    sa.dtype = PSA_DTYPE_BF16;
-    sa.k = dk.get();
-    sa.heads = sh.H;
-    sa.len_k = sh.L;
-    sa.head_dim = sh.D;
-    sa.n_blocks = nk;
-    sa.block_n = sh.bn;
-    std::copy(th, th + 3, sa.threshold);
-    sa.cap = dcap.get();
+    const gpu::SimCapArgs sa = sim_cap_args(PSA_DTYPE_BF16, dk.get(), sh.H, sh.L, sh.D, sh.bn, th, dcap.get());
     ASSERT_EQ(PSA_OK, gpu::sim_cap_cuda(sa, nullptr)) << psa_last_error_message();
     const float ms = test::median_ms([&] { gpu::sim_cap_cuda(sa, nullptr); }, 15, 2);
     const std::vector<int8_t> got = dcap.download();
