@@ -346,6 +346,22 @@ std::vector<double> reference(const Head& h, const psa::Fp8Rule& rule) {
   return out;
 }
 
+// Rows x of got whose relative L2 distance to want's row exceeds tol (rows of d values).
+template <typename G>
+int64_t rows_off(const std::vector<G>& got, const std::vector<double>& want, int64_t rows, int64_t d, double tol) {
+  int64_t n = 0;
+  for (int64_t x = 0; x < rows; ++x) {
+    double num = 0, den = 0;
+    for (int64_t c = 0; c < d; ++c) {
+      const double e = static_cast<double>(got[x * d + c]) - want[x * d + c];
+      num += e * e;
+      den += want[x * d + c] * want[x * d + c];
+    }
+    n += !(num <= tol * tol * den);
+  }
+  return n;
+}
+
 TEST(Fp8Attention, OracleFollowsTheRule) {
   const uint64_t seed = psa_test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -371,14 +387,17 @@ TEST(Fp8Attention, OracleFollowsTheRule) {
     rule.v_scale_pow2 = variant != 9;
     SCOPED_TRACE("variant " + std::to_string(variant));
     const std::vector<double> want = reference(h, rule);
-    // The fp32 logits and exp of the oracle against the double ones: at most a rare one-code
-    // difference of a quantized probability (6% of one weight of a row).
-    // (Measured: about 2e-7; one flipped probability code would give at most about 6e-4.)
-    EXPECT_LT(psa_test::rel_l2(h.fp8(rule), want), 1e-3);
-    // The rule's variants differ from each other by more than that tolerance (the row sum from
-    // the unquantized probabilities by 3e-3 or more, the others by 1e-2 or more).
+    // The fp32 logits and exp of the oracle against the double ones: the rows agree to about
+    // 1e-7, except where a value sits on a rounding boundary of its 8-bit code (a quantized
+    // probability, or an int8 code of q or k): fp32 and double then round it apart, and that
+    // row moves by up to a few percent (one e4m3 step is 6-12% of a weight). Measured over
+    // 3,000 seeds x 10 variants: at most one of the 96 rows past 1e-4, every variant's
+    // rel-L2 up to 2.3e-3 from that one row, so the check counts rows instead.
+    EXPECT_LE(rows_off(h.fp8(rule), want, h.lq, h.d, 1e-4), 2);
+    // The rule's variants differ from each other in most rows (at least 89 of 96 in the same
+    // 3,000 seeds).
     if (variant > 0) {
-      EXPECT_GT(psa_test::rel_l2(h.fp8(psa::Fp8Rule{}), want), 2e-3);
+      EXPECT_GT(rows_off(h.fp8(psa::Fp8Rule{}), want, h.lq, h.d, 1e-4), h.lq / 2);
     }
   }
 }
