@@ -29,15 +29,25 @@ struct QRowSource {
   }
 #endif
 };
+// A ScoreArgs stride (batch, head, row, 1) as element strides; {0, 0, 0, 1} means contiguous
+// [B, heads, len, d].
+struct RowStrides {
+  int64_t sb, sh, sl;
+};
+inline RowStrides row_strides(const int64_t stride[4], int64_t heads, int64_t len, int64_t d) {
+  if (stride[0] == 0 && stride[1] == 0 && stride[2] == 0) return RowStrides{heads * len * d, len * d, d};
+  return RowStrides{stride[0], stride[1], stride[2]};
+}
+
 // The geometry and sampling fields every score kernel's parameter block shares (the GEMM path's
 // GemmScoreParams and the per-block kernel's ScoreKernelParams), from the entry's arguments.
 template <typename Params>
 inline void fill_score_params(Params& p, const ScoreArgs& a) {
   p.k = a.k;
-  const bool k_contiguous = a.k_stride[0] == 0 && a.k_stride[1] == 0 && a.k_stride[2] == 0;
-  p.k_sl = k_contiguous ? a.dims.head_dim : a.k_stride[2];
-  p.k_sh = k_contiguous ? a.dims.len_k * a.dims.head_dim : a.k_stride[1];
-  p.k_sb = k_contiguous ? a.dims.heads_kv * a.dims.len_k * a.dims.head_dim : a.k_stride[0];
+  const RowStrides ks = row_strides(a.k_stride, a.dims.heads_kv, a.dims.len_k, a.dims.head_dim);
+  p.k_sb = ks.sb;
+  p.k_sh = ks.sh;
+  p.k_sl = ks.sl;
   p.heads_q = a.dims.heads_q;
   p.group = a.dims.heads_q / a.dims.heads_kv;
   p.len_q = a.dims.len_q;
@@ -56,12 +66,12 @@ inline void fill_score_params(Params& p, const ScoreArgs& a) {
 
 // q_stride {0, 0, 0, 1} means contiguous [B, Hq, Lq, D].
 inline QRowSource q_row_source(const ScoreArgs& a) {
-  const bool contiguous = a.q_stride[0] == 0 && a.q_stride[1] == 0 && a.q_stride[2] == 0;
+  const RowStrides qs = row_strides(a.q_stride, a.dims.heads_q, a.dims.len_q, a.dims.head_dim);
   QRowSource s;
   s.base = a.q;
-  s.sb = contiguous ? a.dims.heads_q * a.dims.len_q * a.dims.head_dim : a.q_stride[0];
-  s.sh = contiguous ? a.dims.len_q * a.dims.head_dim : a.q_stride[1];
-  s.sl = contiguous ? a.dims.head_dim : a.q_stride[2];
+  s.sb = qs.sb;
+  s.sh = qs.sh;
+  s.sl = qs.sl;
   s.index = a.q_rows;
   return s;
 }
