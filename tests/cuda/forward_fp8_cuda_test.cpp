@@ -338,6 +338,15 @@ TEST(CudaFp8Forward, NonFiniteValuesAreNaNWhereTheOraclesAre) {
   b.nan_q = b.inf_k = b.nan_v = true;
   b.seed = 22;
   check_against_oracle(b);
+  // +inf in K alone, 3 values per seed at random tokens: NaN logits in columns of every position
+  // of the softmax's 8-column blocks (a quarter of its exponentials take another path).
+  for (uint32_t seed = 40; seed < 48; ++seed) {
+    SCOPED_TRACE(testing::Message() << "+inf in K, seed " << seed);
+    Case k;
+    k.inf_k = true;
+    k.seed = seed;
+    check_against_oracle(k);
+  }
 }
 
 // Where the 8-bit path does not run, the forward is the default precision's, bit for bit.

@@ -40,6 +40,21 @@ namespace psa {
 namespace gpu {
 namespace sm90 {
 
+// 2^x for x <= 0 on the FMA and integer pipes instead of the MUFU: 2^j * p(x - j), j = round(x)
+// by the 1.5 * 2^23 addition, 2^j by adding j to p's exponent field, p a degree-3 fit of 2^f on
+// [-0.5, 0.5] (relative error 7.5e-5 against ex2.approx's 2^-22; an e4m3 step is 2^-3). x is
+// clamped at -125 (2^-125 * 448 rounds to an e4m3 0, as ex2's 0 does); a NaN x gives a number,
+// not NaN: the caller's weight factor carries the NaN of a column whose logits are NaN. The
+// softmax sends a quarter of its exponentials here (PERF_NOTES.md, "8-bit attention: a quarter
+// of the exponentials on the FMA pipe").
+__device__ __forceinline__ float exp2_fma_pipe(float x) {
+  const float y = fmaxf(x, -125.0f);
+  const float t = y + 12582912.0f;        // 1.5 * 2^23 + j: j in t's low mantissa bits
+  const float f = y - (t - 12582912.0f);  // in [-0.5, 0.5], exact
+  const float p = fmaf(fmaf(fmaf(0.0551716685f, f, 0.24261114f), f, 0.693260968f), f, 0.999928057f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
 struct Fp8Traits {
   static constexpr int kD = 128;
   static constexpr int kBM = 128;
@@ -361,7 +376,10 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int e = lane + 32 * j;
-            if (e < (KT >> lg)) sTab[s * KT + e] = make_float2(ks[j], f[j] * kE4m3Max);
+            // A block with a value that is not finite has s_k NaN (cuda/pool/pool_fp8.cu), and so
+            // NaN logits: its weight factor 448 f is NaN too, so that its weights are NaN on
+            // both exponential paths (exp2_fma_pipe maps a NaN x to a number).
+            if (e < (KT >> lg)) sTab[s * KT + e] = make_float2(ks[j], ks[j] == ks[j] ? f[j] * kE4m3Max : ks[j]);
           }
           int32_t last = -1;
           if (!all) all = tile_token_list<KT>(p, plan, te, sTok + s * KT, last);
@@ -476,8 +494,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
       const float cs0 = qs_sl2 * a.x, cs1 = qs_sl2 * a.y;
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        sc[nn * 4 + 2 * rr] = fmaf(__int2float_rn(si[nn * 4 + 2 * rr]), cs0, a.z);
-        sc[nn * 4 + 2 * rr + 1] = fmaf(__int2float_rn(si[nn * 4 + 2 * rr + 1]), cs1, a.w);
+        sc[nn * 4 + 2 * rr] = fmaf(small_int_to_float(si[nn * 4 + 2 * rr]), cs0, a.z);
+        sc[nn * 4 + 2 * rr + 1] = fmaf(small_int_to_float(si[nn * 4 + 2 * rr + 1]), cs1, a.w);
         mp[rr][nn & 3] = fmaxf(mp[rr][nn & 3], fmaxf(sc[nn * 4 + 2 * rr], sc[nn * 4 + 2 * rr + 1]));
       }
     }
@@ -493,8 +511,10 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
       const float2 b = pb[nn * 4];
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        const float w0 = fast_exp2(sc[nn * 4 + 2 * rr] - m_use[rr]) * b.x;
-        const float w1 = fast_exp2(sc[nn * 4 + 2 * rr + 1] - m_use[rr]) * b.y;
+        const float x0 = sc[nn * 4 + 2 * rr] - m_use[rr], x1 = sc[nn * 4 + 2 * rr + 1] - m_use[rr];
+        const bool fma_pipe = nn % 4 == 3;
+        const float w0 = (fma_pipe ? exp2_fma_pipe(x0) : fast_exp2(x0)) * b.x;
+        const float w1 = (fma_pipe ? exp2_fma_pipe(x1) : fast_exp2(x1)) * b.y;
         sc[nn * 4 + 2 * rr] = __uint_as_float(e4m3x2(w0, w1));
       }
     }
