@@ -379,28 +379,21 @@ PSA_HD constexpr int64_t sim_pair_second(int level, int64_t t) { return t * leve
 // nvcc does not merge the loads of a four-element array loop into 16-byte ones).
 PSA_HD float row_pair_cosine(const float* a, const float* b, int64_t d) {
   float ab = 0.0f, aa = 0.0f, bb = 0.0f;
+  auto step = [&](float x, float y) {  // index k of the three sums
+    ab += mul_rn(x, y);
+    aa += mul_rn(x, x);
+    bb += mul_rn(y, y);
+  };
   int64_t k = 0;
   for (; k + 4 <= d; k += 4) {
     const float x0 = a[k], x1 = a[k + 1], x2 = a[k + 2], x3 = a[k + 3];
     const float y0 = b[k], y1 = b[k + 1], y2 = b[k + 2], y3 = b[k + 3];
-    ab += mul_rn(x0, y0);
-    aa += mul_rn(x0, x0);
-    bb += mul_rn(y0, y0);
-    ab += mul_rn(x1, y1);
-    aa += mul_rn(x1, x1);
-    bb += mul_rn(y1, y1);
-    ab += mul_rn(x2, y2);
-    aa += mul_rn(x2, x2);
-    bb += mul_rn(y2, y2);
-    ab += mul_rn(x3, y3);
-    aa += mul_rn(x3, x3);
-    bb += mul_rn(y3, y3);
+    step(x0, y0);
+    step(x1, y1);
+    step(x2, y2);
+    step(x3, y3);
   }
-  for (; k < d; ++k) {
-    ab += mul_rn(a[k], b[k]);
-    aa += mul_rn(a[k], a[k]);
-    bb += mul_rn(b[k], b[k]);
-  }
+  for (; k < d; ++k) step(a[k], b[k]);
   return cosine_f32(ab, aa, bb);
 }
 PSA_HD float pair_cosine(const float* block, int64_t ld, int64_t d, int level, int64_t t) {
