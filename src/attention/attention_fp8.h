@@ -29,8 +29,11 @@
 //      lk tokens instead). f and 1 / f are powers of two, exact in fp32 and, up to 2^8, in e4m3:
 //      a kernel sums l below on the tensor cores (P times a column of 1 / f);
 //   P  after the row maximum m: p = exp(z - m) in (0, 1]; the weight w = p * f * 448 is stored as
-//      e4m3(w) and the product divided by 448 again. The oracle uses the row's final maximum (a
-//      kernel's running maximum is smaller or equal, so its p are larger and no less accurate).
+//      e4m3(w) and the product divided by 448 again. The oracle uses the row's final maximum; a
+//      kernel may take any m from max (z + log2 f) up to it (its running maximum, or a maximum of
+//      z + log2 f, which makes w = 2^(z + log2 f - m) * 448 one exponential, still <= 448): its p
+//      are larger and no less accurate. With the latter, a block with f < 2^-23 (rule weight 0)
+//      is dropped outright.
 // Logit z = (q8 . k8) * (s_q * s_k) * scale + ln(p) with fp32 accumulation over the channels
 // (exact for int8); out = (sum w8 * v8) * s_v,max / 448 / l, where l = sum w8 / (448 f), the
 // weights that actually multiply V (so they sum to 1; Fp8Rule::l_quantized false: l = sum p).

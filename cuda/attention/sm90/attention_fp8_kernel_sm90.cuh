@@ -6,16 +6,20 @@
 //   - Q: the bf16 tile lands by TMA as there; the consumers quantize it to int8 in shared memory
 //     (one scale per 128-row query block: both warpgroups' amax), and take q . k_mean per row
 //     for the lse;
-//   - S = Q8 K8^T by wgmma s8 (int32, exact), then z = S * s_q * s_k(entry) * scale + bias; the
-//     K warp writes each tile's s_k, bias and V share f = s_v / s_v,max per column pair, so that
-//     the softmax reads them at fixed offsets;
-//   - P: w = p * f * 448 rounded to e4m3, packed straight from the S accumulator layout into
-//     the k32 A fragment; the key order inside each 32-key step that this implies is applied to
-//     V instead;
+//   - S = Q8 K8^T by wgmma s8 (int32, exact), then u = z + log2 f = S * s_q * s_k(entry) *
+//     scale + bias + log2 f (f = s_v / s_v,max, V's share, a power of two); the K warp writes
+//     each tile's s_k and bias + log2 f per column pair, so that the softmax reads them at fixed
+//     offsets;
+//   - P: the row maximum m is taken over u (<= the maximum of z: the rule's freedom, see
+//     attention/attention_fp8.h), so w = 2^(z - m) * f * 448 = 2^(u - (m - log2 448)) is one
+//     exponential per weight, at most 448; rounded to e4m3, packed straight from the S
+//     accumulator layout into the k32 A fragment; the key order inside each 32-key step that
+//     this implies is applied to V instead;
 //   - l = sum w / (448 f) on the tensor cores: V's block scales are powers of two (the rule), so
 //     1 / f is one too and exact in e4m3; one extra wgmma m64n8k32 per 32 keys multiplies P by a
 //     per-tile [8][keys] table whose rows 0 and 1 hold 1 / f in two exponent bands (1..2^8, and
-//     2^9..2^23 as 1 / f * 2^-15; a weight with 1 / f past 2^18 is 0 anyway), rows 2-7 zeros;
+//     2^9..2^23 as 1 / f * 2^-15; a key block with 1 / f past 2^23 is dropped by the K warp, its
+//     bias -inf), rows 2-7 zeros;
 //   - V: e4m3 tiles land [keys][d] by TMA (a transposed global V would need 8-byte TMA boxes for
 //     level-8 entries at block_n 64); warps 1 and 3 of the producer warpgroup transpose each
 //     tile into [d][keys] (wgmma takes 8-bit B K-major only), in that key order, and write the
@@ -40,19 +44,20 @@ namespace psa {
 namespace gpu {
 namespace sm90 {
 
-// 2^x for x <= 0 on the FMA and integer pipes instead of the MUFU: 2^j * p(x - j), j = round(x)
-// by the 1.5 * 2^23 addition, 2^j by adding j to p's exponent field, p a degree-3 fit of 2^f on
-// [-0.5, 0.5] (relative error 7.5e-5 against ex2.approx's 2^-22; an e4m3 step is 2^-3). x is
-// clamped at -125 (2^-125 * 448 rounds to an e4m3 0, as ex2's 0 does); a NaN x gives a number,
-// not NaN: the caller's weight factor carries the NaN of a column whose logits are NaN. The
-// softmax sends a quarter of its exponentials here (PERF_NOTES.md, "8-bit attention: a quarter
-// of the exponentials on the FMA pipe").
+// 2^x for x <= 9 (or NaN) on the FMA and integer pipes instead of the MUFU: p(x - j) * 2^j, j =
+// round(x) by the 1.5 * 2^23 addition, 2^j built in an exponent field, p a degree-3 fit of 2^f
+// on [-0.5, 0.5] (relative error 7.5e-5 against ex2.approx's 2^-22; an e4m3 step is 2^-3). x is
+// clamped at -125 (2^-125 rounds to an e4m3 0, as ex2's 0 does) by max.NaN, and 2^j multiplies,
+// so that a NaN x (a key block whose s_k is NaN) stays NaN. The softmax sends a quarter of its
+// exponentials here (PERF_NOTES.md, "8-bit attention: a quarter of the exponentials on the FMA
+// pipe").
 __device__ __forceinline__ float exp2_fma_pipe(float x) {
-  const float y = fmaxf(x, -125.0f);
+  float y;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(x), "f"(-125.0f));
   const float t = y + 12582912.0f;        // 1.5 * 2^23 + j: j in t's low mantissa bits
   const float f = y - (t - 12582912.0f);  // in [-0.5, 0.5], exact
   const float p = fmaf(fmaf(fmaf(0.0551716685f, f, 0.24261114f), f, 0.693260968f), f, 0.999928057f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+  return p * __int_as_float((__float_as_int(t) << 23) + 0x3f800000);
 }
 
 struct Fp8Traits {
@@ -77,14 +82,13 @@ struct Fp8Traits {
   // per raw V stage and physical column: the 1 / f band codes (band 0 | band 1 << 8), from the
   // V warp for the transposers
   static constexpr size_t kOffVc = kOffTok + sizeof(int32_t) * kStages * kKT;
-  // per entry slot: {s_k, 448 f} (the K warp's scratch for the column tables)
+  // per entry slot: {s_k, log2 f} (the K warp's scratch for the column tables)
   static constexpr size_t kOffTab = kOffVc + sizeof(uint16_t) * kStages * kKT;
-  // per column pair (2c, 2c + 1): {s_k, s_k, bias, bias} and {448 f, 448 f} (bias: the level's
-  // log-bias, or -inf for a key row that is not a valid token); the softmax's only per-column
-  // reads, a 16-byte and an 8-byte load per 8 columns at fixed offsets
+  // per column pair (2c, 2c + 1): {s_k, s_k, bias + log2 f, bias + log2 f} (bias: the level's
+  // log-bias, or -inf for a key row that is not a valid token or a block with f < 2^-23); the
+  // softmax's only per-column reads, one 16-byte load per 8 columns at a fixed offset
   static constexpr size_t kOffPair = kOffTab + sizeof(float2) * kStages * kKT;
-  static constexpr size_t kOffPairF = kOffPair + sizeof(float4) * kStages * (kKT / 2);
-  static constexpr size_t kOffQinfo = kOffPairF + sizeof(float2) * kStages * (kKT / 2);
+  static constexpr size_t kOffQinfo = kOffPair + sizeof(float4) * kStages * (kKT / 2);
   // per Q slot: 8 warp amaxes, q . k_mean of 128 rows
   static constexpr size_t kQinfoFloats = 8 + kBM;
   static constexpr size_t kOffBar = kOffQinfo + sizeof(float) * 2 * kQinfoFloats;
@@ -142,8 +146,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
   int32_t* sTok = reinterpret_cast<int32_t*>(smem + Tr::kOffTok);
   uint16_t* sVc = reinterpret_cast<uint16_t*>(smem + Tr::kOffVc);   // [S][KT]
   float4* sPair = reinterpret_cast<float4*>(smem + Tr::kOffPair);   // [S][KT / 2]
-  float2* sPairF = reinterpret_cast<float2*>(smem + Tr::kOffPairF); // [S][KT / 2]
-  float2* sTab = reinterpret_cast<float2*>(smem + Tr::kOffTab);     // [S][KT] {s_k, 448 f}
+  float2* sTab = reinterpret_cast<float2*>(smem + Tr::kOffTab);     // [S][KT] {s_k, log2 f}
   float* sQinfo = reinterpret_cast<float*>(smem + Tr::kOffQinfo);
   const uint32_t bar0 = smem_addr(smem + Tr::kOffBar);
   auto bar_k = [&](int s) { return bar0 + 8u * s; };             // K landed (+ tables, tokens)
@@ -355,31 +358,35 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         };
         if (!vw) {
           // Per-entry scales (read before the stage wait so the loads overlap it).
-          float ks[4], f[4];
+          // log2 f = -n, n as the V warp's band codes below take it (f = 1 for an all-zero
+          // block); past n = 23, where those codes have no 1 / f, the block is dropped (-inf):
+          // the rule's weight w <= 448 * 2^-24 is an e4m3 0 there anyway.
+          float ks[4], lf[4];
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             ks[j] = 0.0f;
-            f[j] = 1.0f;
+            lf[j] = 0.0f;
             if (lane + 32 * j < entries) {
               const int64_t at = (kv * 4 + li) * p.nk + ent[j];
               ks[j] = __ldg(sp.k_scale + at);
               const float vs = __ldg(sp.v_scale + at);
-              f[j] = vs > 0.0f ? vs / vsmax : 1.0f;  // a power of two: exact
+              if (vs > 0.0f) {
+                const int nf = min(max(static_cast<int>(__float_as_uint(vsmax) >> 23) -
+                                           static_cast<int>(__float_as_uint(vs) >> 23), 0), 255);
+                lf[j] = nf <= 23 ? -static_cast<float>(nf) : neg_inf();
+              }
             }
           }
           bool all = tile_all_valid<KT>(p, plan, te);
           if (u_ring >= S) mbar_wait(bar_ek(s), use_parity);
           issue_boxes();
-          // Every entry slot of the tile, past `entries` too (s_k 0, f 1): the column pass below
+          // Every entry slot of the tile, past `entries` too (s_k 0, log2 f 0): the column pass below
           // reads the slot of each column, and the zero rows' logits must be 0 * s_k, not 0 *
           // stale bits.
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int e = lane + 32 * j;
-            // A block with a value that is not finite has s_k NaN (cuda/pool/pool_fp8.cu), and so
-            // NaN logits: its weight factor 448 f is NaN too, so that its weights are NaN on
-            // both exponential paths (exp2_fma_pipe maps a NaN x to a number).
-            if (e < (KT >> lg)) sTab[s * KT + e] = make_float2(ks[j], ks[j] == ks[j] ? f[j] * kE4m3Max : ks[j]);
+            if (e < (KT >> lg)) sTab[s * KT + e] = make_float2(ks[j], lf[j]);
           }
           int32_t last = -1;
           if (!all) all = tile_token_list<KT>(p, plan, te, sTok + s * KT, last);
@@ -395,14 +402,13 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
               cb0 = sTok[s * KT + c0] >= 0 ? bias2 : neg_inf();
               cb1 = sTok[s * KT + c0 + 1] >= 0 ? bias2 : neg_inf();
             }
-            sPair[s * (KT / 2) + pp] = make_float4(ea.x, eb.x, cb0, cb1);
-            sPairF[s * (KT / 2) + pp] = make_float2(ea.y, eb.y);
+            sPair[s * (KT / 2) + pp] = make_float4(ea.x, eb.x, cb0 + ea.y, cb1 + eb.y);
           }
         } else {
           // Each entry's 1 / f = 2^n (n >= 0: f = s_v / s_v,max, both powers of two; an all-zero
           // block, scale 0, has f = 1) as e4m3 codes of the two bands: n <= 8 in band 0 as 2^n,
-          // 9 <= n <= 23 in band 1 as 2^(n - 15); larger n in neither (its weights round to 0:
-          // w <= 448 f < 2^-10). Slots past `entries` take f = 1.
+          // 9 <= n <= 23 in band 1 as 2^(n - 15); larger n in neither (the K warp drops those
+          // blocks: bias -inf). Slots past `entries` take f = 1.
           uint32_t code[4];
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
@@ -480,12 +486,11 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) l_run[rr] = fmaf(alpha[rr], fmaf(lt[2 * rr + 1], 32768.0f, lt[2 * rr]), l_run[rr]);
   };
-  // Logits, running max, and the weights w = 2^(z - m) * 448 f (in sc; the tensor cores sum l
-  // from them); returns the rescale factor of the old state per row.
+  // Logits u = z + log2 f, the running max m of u, and the weights w = 2^(z - m) * 448 f (in sc;
+  // the tensor cores sum l from them); returns the rescale factor of the old state per row.
   auto softmax = [&](int s, float alpha[2]) {
     // The thread's columns of block nn are 2 tq and 2 tq + 1: column pair nn * 4 + tq.
-    const float4* pa = sPair + s * (KT / 2) + tq;   // {s_k, s_k, bias, bias}
-    const float2* pb = sPairF + s * (KT / 2) + tq;  // {448 f, 448 f}
+    const float4* pa = sPair + s * (KT / 2) + tq;  // {s_k, s_k, bias + log2 f, bias + log2 f}
     // Each row's maximum in four partial maxima (four chains of 8, not one of 32).
     float mp[2][4] = {{neg_inf(), neg_inf(), neg_inf(), neg_inf()}, {neg_inf(), neg_inf(), neg_inf(), neg_inf()}};
 #pragma unroll
@@ -504,17 +509,20 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     for (int rr = 0; rr < 2; ++rr) mx[rr] = fmaxf(fmaxf(mp[rr][0], mp[rr][1]), fmaxf(mp[rr][2], mp[rr][3]));
     float m_use[2];
     update_row_max(mx, m_run, l_run, alpha, m_use);
+    // The weight 2^(z - m) * f * 448 = 2^(u - (m - log2 448)), at most 448 (u <= m).
+    constexpr float kLog2E4m3Max = 8.80735492205760410744f;
+    m_use[0] -= kLog2E4m3Max;
+    m_use[1] -= kLog2E4m3Max;
     // Weights of the thread's two columns of block nn in one e4m3x2 code per row (kept in
     // sc[nn * 4 + 2 * rr] as bits; the A fragment is made of these pairs).
 #pragma unroll
     for (int nn = 0; nn < KT / 8; ++nn) {
-      const float2 b = pb[nn * 4];
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         const float x0 = sc[nn * 4 + 2 * rr] - m_use[rr], x1 = sc[nn * 4 + 2 * rr + 1] - m_use[rr];
         const bool fma_pipe = nn % 4 == 3;
-        const float w0 = (fma_pipe ? exp2_fma_pipe(x0) : fast_exp2(x0)) * b.x;
-        const float w1 = (fma_pipe ? exp2_fma_pipe(x1) : fast_exp2(x1)) * b.y;
+        const float w0 = fma_pipe ? exp2_fma_pipe(x0) : fast_exp2(x0);
+        const float w1 = fma_pipe ? exp2_fma_pipe(x1) : fast_exp2(x1);
         sc[nn * 4 + 2 * rr] = __uint_as_float(e4m3x2(w0, w1));
       }
     }
