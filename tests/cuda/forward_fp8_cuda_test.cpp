@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -45,7 +47,14 @@ struct Case {
   // NaN in a few Q / V values, +inf in a few K values (a K value at the first token of a key
   // block makes K's mean, and so every row of the head, NaN: the oracle's rule too)
   bool nan_q = false, inf_k = false, nan_v = false;
-  bool non_finite() const { return nan_q || inf_k || nan_v; }
+  // 1e20 in one channel of every Q row and of three K tokens, every block at level 1: finite
+  // inputs whose logits overflow to +inf where the two meet (inf - inf in the softmax: those
+  // heads' rows are NaN in the oracle). Only the NaN pattern is compared: the other rows' logits
+  // are near 1e18, beyond a numeric tolerance.
+  // overflow_key >= 0: the one K token (of batch 0, head 0) poisoned, instead of three at random.
+  bool overflow = false;
+  int64_t overflow_key = -1;
+  bool non_finite() const { return nan_q || inf_k || nan_v || overflow; }
   bool causal = false;
   uint32_t seed = 1;
   int64_t L() const { return t * h * w + text; }
@@ -85,6 +94,15 @@ void poison(const Case& c, Tensor* t, int64_t heads, float value, uint32_t seed)
   }
 }
 
+// value at channel `channel` of the given rows ([B * heads * L] order)
+void poison_channel(const Case& c, Tensor* t, float value, int64_t channel, const std::vector<int64_t>& rows) {
+  const int64_t row = c.D + c.pad;
+  for (int64_t r : rows) {
+    t->bits[static_cast<size_t>(r * row + channel)] = test::to16(value, c.dtype);
+    t->f[static_cast<size_t>(r * c.D + channel)] = test::round16(value, c.dtype);
+  }
+}
+
 psa_config* make_config(const Case& c, psa_precision precision) {
   psa_config* cfg = nullptr;
   EXPECT_EQ(PSA_OK, psa_config_load_embedded("CogVideo1.5_5b", "psa_balanced", &cfg)) << psa_last_error_message();
@@ -96,6 +114,9 @@ psa_config* make_config(const Case& c, psa_precision precision) {
   EXPECT_EQ(PSA_OK, psa_config_set_int(cfg, PSA_PARAM_CAUSAL, c.causal ? 1 : 0));
   EXPECT_EQ(PSA_OK, psa_config_set_int(cfg, PSA_PARAM_SEED, c.seed));
   EXPECT_EQ(PSA_OK, psa_config_set_int(cfg, PSA_PARAM_PRECISION, precision));
+  if (c.overflow)  // every block at level 1: the scores of the poisoned blocks are not finite
+    for (psa_param r : {PSA_PARAM_RATIO_L1, PSA_PARAM_RATIO_L2, PSA_PARAM_RATIO_L4, PSA_PARAM_RATIO_L8, PSA_PARAM_RATIO_L0})
+      EXPECT_EQ(PSA_OK, psa_config_set_double(cfg, r, 1.0)) << psa_last_error_message();
   EXPECT_EQ(PSA_OK, psa_config_validate(cfg)) << psa_last_error_message();
   return cfg;
 }
@@ -200,6 +221,20 @@ void check_against_oracle(const Case& c) {
   if (c.nan_q) poison(c, &q, c.Hq, std::nanf(""), c.seed + 3);
   if (c.inf_k) poison(c, &k, c.Hkv, INFINITY, c.seed + 4);
   if (c.nan_v) poison(c, &v, c.Hkv, std::nanf(""), c.seed + 5);
+  if (c.overflow) {
+    const int64_t channel = static_cast<int64_t>(c.seed % static_cast<uint32_t>(c.D));
+    std::vector<int64_t> all(static_cast<size_t>(c.B * c.Hq * c.L()));
+    std::iota(all.begin(), all.end(), int64_t{0});
+    poison_channel(c, &q, 1e20f, channel, all);
+    std::vector<int64_t> keys;
+    if (c.overflow_key >= 0) {
+      keys.push_back(c.overflow_key);
+    } else {
+      std::mt19937 gen(c.seed + 7);
+      for (int e = 0; e < 3; ++e) keys.push_back(static_cast<int64_t>(gen() % static_cast<uint32_t>(c.B * c.Hkv * c.L())));
+    }
+    poison_channel(c, &k, 1e20f, channel, keys);
+  }
   const ForwardRun r8 = run_cuda(c, PSA_PRECISION_FP8, q, k, v, c.non_finite() ? 0 : 2);
   ASSERT_EQ(PSA_OK, r8.status) << r8.message;
   EXPECT_EQ(PSA_PRECISION_FP8, r8.stats.precision) << "a Hopper GPU runs the 8-bit kernels on this shape";
@@ -209,7 +244,7 @@ void check_against_oracle(const Case& c) {
   EXPECT_TRUE(r8.levels == r16.levels) << "the precision does not change the level map";
   bool pooled = false;
   for (int8_t l : r8.levels) pooled = pooled || l > 1;
-  EXPECT_TRUE(pooled) << "the case exercises pooled levels";
+  if (!c.overflow) EXPECT_TRUE(pooled) << "the case exercises pooled levels";
 
   const int64_t L = c.L(), D = c.D, row = D + c.pad, bm = 128, bn = c.block_n;
   const int64_t mq = r8.stats.query_blocks, nk = r8.stats.key_blocks;
@@ -274,6 +309,7 @@ void check_against_oracle(const Case& c) {
           continue;
         }
         ASSERT_TRUE(row_finite(&gpu[o], D)) << "head " << hq << " row " << x << ": the oracle's row is finite";
+        if (c.overflow) continue;
         fg.insert(fg.end(), gpu.begin() + o, gpu.begin() + o + D);
         fo.insert(fo.end(), oracle.begin() + o, oracle.begin() + o + D);
         fx.insert(fx.end(), exact.begin() + o, exact.begin() + o + D);
@@ -295,6 +331,7 @@ void check_against_oracle(const Case& c) {
               sum_oracle / std::max<int64_t>(heads, 1), worst_gpu, worst_oracle, lse_gpu, lse_oracle,
               static_cast<long long>(nan_rows));
   if (c.non_finite()) EXPECT_GT(nan_rows, 0) << "the poisoned values reach some rows";
+  if (c.overflow) return;
   if (c.nan_q && !c.inf_k) EXPECT_GT(heads, 0) << "rows without a poisoned value stay finite";
   if (heads > 0) EXPECT_GT(sum_oracle, 0.0);
   EXPECT_LE(sum_gpu, 1.25 * sum_oracle + 2e-3 * static_cast<double>(heads)) << "the forward's error is the rule's";
@@ -346,6 +383,28 @@ TEST(CudaFp8Forward, NonFiniteValuesAreNaNWhereTheOraclesAre) {
     k.inf_k = true;
     k.seed = seed;
     check_against_oracle(k);
+  }
+  // Finite inputs, logits that overflow to +inf: x = inf - inf in the softmax, which must stay
+  // NaN on both of its exponential paths. Three random K tokens per seed; then one token in
+  // token order (no rearrangement: key t is column t % 128 of its 128-key tile) in the row's
+  // last tile and in the columns whose exponentials run on the FMA pipe (24-31 of each 32), so
+  // that nothing after it makes the row NaN if that path drops the NaN.
+  for (uint32_t seed = 50; seed < 56; ++seed) {
+    SCOPED_TRACE(testing::Message() << "overflowing logits, seed " << seed);
+    Case o;
+    o.overflow = true;
+    o.seed = seed;
+    check_against_oracle(o);
+  }
+  for (int64_t key : {int64_t{256 + 24}, int64_t{256 + 64 + 29}, int64_t{256 + 96 + 31}}) {
+    SCOPED_TRACE(testing::Message() << "overflowing logits at key " << key);
+    Case o;
+    o.overflow = true;
+    o.overflow_key = key;
+    o.rearrange = false;
+    o.seed = 60 + static_cast<uint32_t>(key % 7);
+    ASSERT_EQ(384, o.L());
+    check_against_oracle(o);
   }
 }
 
