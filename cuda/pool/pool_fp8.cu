@@ -39,31 +39,49 @@ struct Fp8Side {  // one tensor's outputs
   float* smax;   // V: [heads]
 };
 
-// K's mean: CTA (channel group of 32, head); 256 threads load 128 first tokens at a time into
-// shared memory (8 rows x 32 channels per step, all loads independent), then warp 0 adds them in
-// key-block order, one lane per channel, in double (the oracle's order and precision).
+// K's mean: CTA (channel group of 32, head). The first tokens of 128 key blocks at a time go to
+// one of two shared tiles: every thread issues its 16 row indices, then its 16 loads (8 rows x 32
+// channels per warp-row step), all independent, so a step costs about two memory latencies; warp
+// 0 adds the other tile in key-block order, one lane per channel, in double (the oracle's order
+// and precision) while the next step's loads are in flight.
 constexpr int kMeanRows = 128;
+constexpr int kMeanPerThread = kMeanRows / 8;
 template <typename T>
 __global__ void __launch_bounds__(256) k_mean_kernel(const T* __restrict__ src, int64_t sb, int64_t sh, int64_t sl,
                                                      const int64_t* __restrict__ index, int64_t heads, int64_t d,
                                                      int64_t nk, int64_t bn, float* __restrict__ k_mean,
                                                      float* __restrict__ v_smax) {
-  __shared__ float tile[kMeanRows][32];
+  __shared__ float tile[2][kMeanRows][32];
   const int tx = static_cast<int>(threadIdx.x % 32), ty = static_cast<int>(threadIdx.x / 32);
   const int64_t bh = blockIdx.y, ch = blockIdx.x * 32 + tx;
   const T* base = src + (bh / heads) * sb + (bh % heads) * sh + ch;
+  const int64_t steps = (nk + kMeanRows - 1) / kMeanRows;
+  auto rows_of = [&](int64_t st) {
+    const int64_t left = nk - st * kMeanRows;
+    return static_cast<int>(left < kMeanRows ? left : kMeanRows);
+  };
+  auto load = [&](int64_t st) {  // rows ty, ty + 8, ... of step st into tile[st & 1]
+    const int rows = rows_of(st);
+    int64_t at[kMeanPerThread];
+#pragma unroll
+    for (int u = 0; u < kMeanPerThread; ++u) {
+      const int r = ty + 8 * u;
+      const int64_t pos = (st * kMeanRows + r) * bn;  // < len: nk = ceil(len / bn)
+      at[u] = r < rows ? (index ? __ldg(index + pos) : pos) : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < kMeanPerThread; ++u)
+      if (at[u] >= 0 && ch < d) tile[st & 1][ty + 8 * u][tx] = Elem<T>::to_float(base[at[u] * sl]);
+  };
   double s = 0.0;
-  for (int64_t j0 = 0; j0 < nk; j0 += kMeanRows) {
-    const int rows = static_cast<int>(nk - j0 < kMeanRows ? nk - j0 : kMeanRows);
-    if (ch < d)
-#pragma unroll 4
-      for (int r = ty; r < rows; r += 8) {
-        const int64_t pos = (j0 + r) * bn;  // < len: nk = ceil(len / bn)
-        tile[r][tx] = Elem<T>::to_float(base[(index ? index[pos] : pos) * sl]);
-      }
-    __syncthreads();
-    if (ty == 0)
-      for (int r = 0; r < rows; ++r) s += static_cast<double>(tile[r][tx]);
+  load(0);
+  __syncthreads();
+  for (int64_t st = 0; st < steps; ++st) {
+    if (st + 1 < steps) load(st + 1);  // the other tile: its last reader passed the barrier below
+    if (ty == 0) {
+      const int rows = rows_of(st);
+      for (int r = 0; r < rows; ++r) s += static_cast<double>(tile[st & 1][r][tx]);
+    }
     __syncthreads();
   }
   if (ty == 0 && ch < d) k_mean[bh * d + ch] = static_cast<float>(s / static_cast<double>(nk));

@@ -228,6 +228,7 @@ TEST(CudaFp8Pool, MatchesTheHostOracleBitForBit) {
       {PSA_DTYPE_BF16, 2, 2, 1536, 128, 128, 0, true, true, true, 14u, true},  // 256 threads per block
       {PSA_DTYPE_F16, 1, 3, 70, 128, 32, 8, true, true, true, 15u, false},
       {PSA_DTYPE_BF16, 1, 1, 9, 64, 8, 0, false, true, true, 16u, false},  // block_n 8: level 8 is one token
+      {PSA_DTYPE_BF16, 1, 2, 2100, 64, 8, 0, true, true, false, 17u, true},  // 263 key blocks: K's mean in 3 steps
   };
   for (const Case& c : cases) run_case(c);
 }
