@@ -48,9 +48,9 @@ namespace sm90 {
 // round(x) by the 1.5 * 2^23 addition, 2^j built in an exponent field, p a degree-3 fit of 2^f
 // on [-0.5, 0.5] (relative error 7.5e-5 against ex2.approx's 2^-22; an e4m3 step is 2^-3). x is
 // clamped at -125 (2^-125 rounds to an e4m3 0, as ex2's 0 does) by max.NaN, and 2^j multiplies,
-// so that a NaN x (a key block whose s_k is NaN) stays NaN. The softmax sends a quarter of its
-// exponentials here (PERF_NOTES.md, "8-bit attention: a quarter of the exponentials on the FMA
-// pipe").
+// so that a NaN x (a key block whose s_k is NaN) stays NaN. The softmax sends an eighth of its
+// exponentials here, columns 56-63 of every 64 (PERF_NOTES.md, "8-bit attention: a quarter of the
+// exponentials on the FMA pipe" and "8-bit attention: V's share in the exponent").
 __device__ __forceinline__ float exp2_fma_pipe(float x) {
   float y;
   asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(x), "f"(-125.0f));
@@ -520,7 +520,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         const float x0 = sc[nn * 4 + 2 * rr] - m_use[rr], x1 = sc[nn * 4 + 2 * rr + 1] - m_use[rr];
-        const bool fma_pipe = nn % 4 == 3;
+        const bool fma_pipe = nn % 8 == 7;
         const float w0 = fma_pipe ? exp2_fma_pipe(x0) : fast_exp2(x0);
         const float w1 = fma_pipe ? exp2_fma_pipe(x1) : fast_exp2(x1);
         sc[nn * 4 + 2 * rr] = __uint_as_float(e4m3x2(w0, w1));
