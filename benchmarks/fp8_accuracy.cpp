@@ -15,8 +15,17 @@
 // Reported: rel-L2 against dense and the ratio to the bf16 path's (the target is <= 1.5), and the
 // 8-bit path's own error (against bf16 on the same mask).
 //
+// --int8-importance: instead, the question whether the importance stage could run on int8
+// operands (an 8-bit score kernel, at twice the 16-bit tensor rate): the mask from Q and K
+// quantized by the rule (int8, one scale per query block / key block, K smoothed: the
+// smoothing shifts each sampled row's logits by one constant, which the importance's a - m
+// takes out) against the mask from the bf16 values; reported are the share of equal levels,
+// the share of the bf16 mask's kept blocks that the int8 mask keeps, and the bf16 path's error
+// against dense on each mask.
+//
 // Build from a CPU (or CUDA) build directory: cmake --build build --target fp8_accuracy
 // Run: build/benchmarks/fp8_accuracy [--shapes cogvideox,wan13,wan14] [--heads 2] [--blocks 4]
+//      [--int8-importance]
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -68,7 +77,14 @@ psa::Fp8Rule variant_rule(int v) {
 struct Sums {
   double dense2 = 0, bf16 = 0, fp8[kVariants] = {}, quant = 0, bf16_2 = 0;
   double work = 0, blocks = 0;
+  // --int8-importance: levels equal, kept (level > 0) by the bf16 mask, kept by both, and the bf16
+  // path's squared error against dense on the int8 importance's mask
+  double equal = 0, kept = 0, kept_both = 0, bf16_on8 = 0;
   void add(const Sums& o) {
+    equal += o.equal;
+    kept += o.kept;
+    kept_both += o.kept_both;
+    bf16_on8 += o.bf16_on8;
     dense2 += o.dense2;
     bf16 += o.bf16;
     for (int v = 0; v < kVariants; ++v) fp8[v] += o.fp8[v];
@@ -90,6 +106,8 @@ double sq_norm(const std::vector<float>& a) {
   return s;
 }
 
+bool int8_importance = false;  // --int8-importance
+
 // One head: q, k, v [L, d] fp32 (bf16 values) in the rearranged order.
 Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v, int64_t L,
               int64_t d, int64_t head, int blocks) {
@@ -97,25 +115,28 @@ Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const st
   const int64_t mq = (L + kBlockM - 1) / kBlockM, nk = (L + kBlockN - 1) / kBlockN;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   // Importance and mask.
-  std::vector<float> scores(mq * nk), ties(mq * nk);
-  std::vector<int32_t> shuffle(std::max(kBlockM, kBlockN)), qo(kBlockM / 4), ko(kBlockN / 4);
-  psa::ImportanceSampling smp;
-  smp.seed = 42;
-  smp.head = head;
-  smp.q_count = static_cast<int32_t>(kBlockM / 4);
-  smp.k_count = static_cast<int32_t>(kBlockN / 4);
-  psa::importance_head_cpu(q.data(), L, k.data(), L, d, kBlockM, kBlockN, scale, smp, shuffle.data(), qo.data(),
-                           ko.data(), scores.data(), ties.data());
-  psa::MaskRowParams mp;
-  mp.mode = PSA_MASK_MODE_TOPK;
-  mp.block_n = kBlockN;
-  mp.tile_n = 32;
-  const double ends[5] = {0.10, 0.15, 0.15, 0.35, 1.0};
-  std::copy(ends, ends + 5, mp.ratio_end);
-  std::vector<int8_t> levels(mq * nk);
-  for (int64_t i = 0; i < mq; ++i)
-    psa::build_mask_row(scores.data() + i * nk, nk, mp, levels.data() + i * nk, nullptr, nullptr,
-                        ties.data() + i * nk);
+  auto mask_of = [&](const float* qm, const float* km) {
+    std::vector<float> scores(mq * nk), ties(mq * nk);
+    std::vector<int32_t> shuffle(std::max(kBlockM, kBlockN)), qo(kBlockM / 4), ko(kBlockN / 4);
+    psa::ImportanceSampling smp;
+    smp.seed = 42;
+    smp.head = head;
+    smp.q_count = static_cast<int32_t>(kBlockM / 4);
+    smp.k_count = static_cast<int32_t>(kBlockN / 4);
+    psa::importance_head_cpu(qm, L, km, L, d, kBlockM, kBlockN, scale, smp, shuffle.data(), qo.data(), ko.data(),
+                             scores.data(), ties.data());
+    psa::MaskRowParams mp;
+    mp.mode = PSA_MASK_MODE_TOPK;
+    mp.block_n = kBlockN;
+    mp.tile_n = 32;
+    const double ends[5] = {0.10, 0.15, 0.15, 0.35, 1.0};
+    std::copy(ends, ends + 5, mp.ratio_end);
+    std::vector<int8_t> lv(mq * nk);
+    for (int64_t i = 0; i < mq; ++i)
+      psa::build_mask_row(scores.data() + i * nk, nk, mp, lv.data() + i * nk, nullptr, nullptr, ties.data() + i * nk);
+    return lv;
+  };
+  const std::vector<int8_t> levels = mask_of(q.data(), k.data());
   for (int8_t l : levels) s.work += l > 0 ? 1.0 / l : 0.0;
   s.blocks = static_cast<double>(mq * nk);
   // Pyramids.
@@ -138,8 +159,27 @@ Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const st
     vp.level[i + 1] = vl[i].data();
   }
   std::vector<psa::Fp8HeadCpu> h8;
-  for (int vi = 0; vi < kVariants; ++vi)
-    h8.push_back(psa::fp8_quantize_head_cpu(q.data(), L, kp, vp, L, d, kBlockM, kBlockN, variant_rule(vi)));
+  std::vector<int8_t> levels8;
+  if (int8_importance) {
+    // Q and K as the rule quantizes them (K smoothed), dequantized: what an int8 score kernel's
+    // int32 products times s_q * s_k give (fp32 accumulation order aside).
+    const psa::Fp8HeadCpu r = psa::fp8_quantize_head_cpu(q.data(), L, kp, vp, L, d, kBlockM, kBlockN);
+    std::vector<float> qd(q.size()), kd(k.size());
+    for (int64_t x = 0; x < L; ++x)
+      for (int64_t c = 0; c < d; ++c) {
+        qd[x * d + c] = r.q8[x * d + c] * r.q_scale[x / kBlockM];
+        kd[x * d + c] = r.k8[0][x * d + c] * r.k_scale[0][x / kBlockN];
+      }
+    levels8 = mask_of(qd.data(), kd.data());
+    for (size_t e = 0; e < levels.size(); ++e) {
+      s.equal += levels[e] == levels8[e];
+      s.kept += levels[e] > 0;
+      s.kept_both += levels[e] > 0 && levels8[e] > 0;
+    }
+  } else {
+    for (int vi = 0; vi < kVariants; ++vi)
+      h8.push_back(psa::fp8_quantize_head_cpu(q.data(), L, kp, vp, L, d, kBlockM, kBlockN, variant_rule(vi)));
+  }
   // Query blocks spread over the sequence.
   for (int b = 0; b < blocks; ++b) {
     const int64_t i = std::min(mq - 1, static_cast<int64_t>((b + 0.5) * static_cast<double>(mq) / blocks));
@@ -152,6 +192,12 @@ Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const st
     s.dense2 += sq_norm(dense);
     s.bf16 += sq_diff(bf16, dense);
     s.bf16_2 += sq_norm(bf16);
+    if (int8_importance) {
+      psa::sparse_attention_cpu(q.data() + x0 * d, rows, kp, vp, L, d, kBlockM, kBlockN, levels8.data() + i * nk,
+                                scale, false, fp8.data(), nullptr);
+      s.bf16_on8 += sq_diff(fp8, dense);
+      continue;
+    }
     for (int vi = 0; vi < kVariants; ++vi) {
       psa::sparse_attention_fp8_cpu(h8[vi], levels.data(), scale, false, x0, rows, fp8.data(), nullptr);
       s.fp8[vi] += sq_diff(fp8, dense);
@@ -197,6 +243,11 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 void print_header() {
+  if (int8_importance) {
+    std::printf("| shape | inputs | density | levels equal | bf16 mask's kept blocks kept | bf16 PSA vs dense, bf16 "
+                "importance | bf16 PSA vs dense, int8 importance (ratio) |\n|---|---|---|---|---|---|---|\n");
+    return;
+  }
   std::printf("| shape | inputs | density | bf16 PSA vs dense | 8-bit PSA vs dense (ratio to bf16) | 8-bit vs bf16 PSA |");
   for (int vi = 1; vi < kVariants; ++vi) std::printf(" %s |", kVariantNames[vi]);
   std::printf("\n|---|---|---|---|---|---|");
@@ -220,6 +271,13 @@ void print_row(const std::string& label, const char* inputs, std::vector<std::ve
   Sums s;
   for (const Sums& p : per) s.add(p);
   const double e_bf16 = std::sqrt(s.bf16 / s.dense2);
+  if (int8_importance) {
+    const double e8 = std::sqrt(s.bf16_on8 / s.dense2);
+    std::printf("| %s | %s | %.3f | %.4f | %.4f | %.4f | %.4f (%.3fx) |\n", label.c_str(), inputs, s.work / s.blocks,
+                s.equal / s.blocks, s.kept_both / std::max(s.kept, 1.0), e_bf16, e8, e8 / e_bf16);
+    std::fflush(stdout);
+    return;
+  }
   std::printf("| %s | %s | %.3f | %.4f |", label.c_str(), inputs, s.work / s.blocks, e_bf16);
   const double e_fp8 = std::sqrt(s.fp8[0] / s.dense2);
   std::printf(" %.4f (%.2fx) | %.4f |", e_fp8, e_fp8 / e_bf16, std::sqrt(s.quant / s.bf16_2));
@@ -308,12 +366,13 @@ bool parse_ints(const std::string& s, std::vector<int64_t>* out) {
 }
 
 const char* const kUsage =
-    "usage: fp8_accuracy [--shapes cogvideox,wan13,wan14] [--heads N] [--blocks N]\n"
+    "usage: fp8_accuracy [--shapes cogvideox,wan13,wan14] [--heads N] [--blocks N] [--int8-importance]\n"
     "       fp8_accuracy --npy Q.npy,K.npy,V.npy [--layout bnsd|bsnd] [--grid T,H,W[,TEXT[,FIRST]]]\n"
-    "                    [--heads N] [--blocks N]\n"
+    "                    [--heads N] [--blocks N] [--int8-importance]\n"
     "  --npy    your own q, k, v (batch 0; [B, H, L, D] for bnsd, [B, L, H, D] for bsnd; f32, f16 or bf16)\n"
     "  --grid   their latent grid: tokens in Gilbert order as the presets rearrange them (TEXT text tokens,\n"
-    "           first unless FIRST is 0); without it the token order of the files\n";
+    "           first unless FIRST is 0); without it the token order of the files\n"
+    "  --int8-importance  the mask from int8 Q and K (the rule's quantization) against the bf16 mask\n";
 
 int main(int argc, char** argv) {
   std::string shapes = "cogvideox,wan13,wan14";
@@ -330,6 +389,8 @@ int main(int argc, char** argv) {
       heads = std::atoi(argv[++a]);
     } else if (arg == "--blocks" && has_value) {
       blocks = std::atoi(argv[++a]);
+    } else if (arg == "--int8-importance") {
+      int8_importance = true;
     } else if (arg == "--npy" && has_value) {
       files = split(argv[++a]);
       if (files.size() != 3) {
