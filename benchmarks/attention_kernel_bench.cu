@@ -112,12 +112,33 @@ int main(int argc, char** argv) {
   std::string shapes = "cogvideox,wan13,wan14", densities = "dense";
   int reps = 5, block_n = 128;
   bool rows_grid = false;
+  // An integer option's value in [lo, hi], or -1 (after a message naming the option and value).
+  auto int_arg = [](const char* opt, const char* v, long lo, long hi) -> int {
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || x < lo || x > hi) {
+      std::fprintf(stderr, "attention_kernel_bench: %s takes an integer in [%ld, %ld] (got '%s')\n", opt, lo, hi, v);
+      return -1;
+    }
+    return static_cast<int>(x);
+  };
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
-    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--densities") && i + 1 < argc) densities = argv[++i];
-    else if (!std::strcmp(argv[i], "--rows-grid")) rows_grid = true;
-    else if (!std::strcmp(argv[i], "--block-n") && i + 1 < argc) block_n = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) {
+      shapes = argv[++i];
+    } else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
+      if ((reps = int_arg("--reps", argv[++i], 1, 100000)) < 0) return 2;
+    } else if (!std::strcmp(argv[i], "--densities") && i + 1 < argc) {
+      densities = argv[++i];
+    } else if (!std::strcmp(argv[i], "--rows-grid")) {
+      rows_grid = true;
+    } else if (!std::strcmp(argv[i], "--block-n") && i + 1 < argc) {
+      if ((block_n = int_arg("--block-n", argv[++i], 8, 128)) < 0) return 2;
+    } else {
+      std::fprintf(stderr, "attention_kernel_bench: unknown option or missing value: '%s'\n"
+                           "usage: attention_kernel_bench [--shapes cogvideox,wan13,wan14] [--reps N] "
+                           "[--densities LIST] [--rows-grid] [--block-n N]\n", argv[i]);
+      return 2;
+    }
   }
   if (block_n < 8 || block_n > 128 || block_n % 8 != 0) {
     std::fprintf(stderr, "attention_kernel_bench: --block-n %d: a multiple of 8 up to 128\n", block_n);
@@ -185,23 +206,32 @@ int main(int argc, char** argv) {
         double work = 0.0;
         double frac[4] = {0.0, 0.0, 0.0, 0.0};  // mix: fractions of the key blocks per level
         const bool mix = item.rfind("mix:", 0) == 0;
+        const bool lp = !mix && item.size() > 3 && item[0] == 'L' && item[2] == ':';
         if (mix) {
           if (std::sscanf(item.c_str() + 4, "%lf/%lf/%lf/%lf", &frac[0], &frac[1], &frac[2], &frac[3]) != 4 ||
-              frac[0] < 0 || frac[1] < 0 || frac[2] < 0 || frac[3] < 0 || frac[0] + frac[1] + frac[2] + frac[3] > 1.0) {
+              !(frac[0] >= 0) || !(frac[1] >= 0) || !(frac[2] >= 0) || !(frac[3] >= 0) ||
+              !(frac[0] + frac[1] + frac[2] + frac[3] <= 1.0)) {  // NaN fails too
             std::fprintf(stderr, "attention_kernel_bench: %s: want mix:a/b/c/e, fractions >= 0 summing to <= 1\n",
                          item.c_str());
             return 2;
           }
-        } else if (item.size() > 3 && item[0] == 'L' && item[2] == ':') {
+        } else if (lp) {
           const int level = item[1] - '0';
           li = level == 1 ? 0 : level == 2 ? 1 : level == 4 ? 2 : level == 8 ? 3 : -1;
           if (li < 0) {
             std::fprintf(stderr, "attention_kernel_bench: %s: level must be 1, 2, 4 or 8\n", item.c_str());
             return 2;
           }
-          work = std::atof(item.c_str() + 3);
-        } else {
-          work = std::atof(item.c_str());
+        }
+        if (!mix) {  // the density d of "d" or "Lp:d": a number in (0, 1]
+          const char* v = item.c_str() + (lp ? 3 : 0);
+          char* end = nullptr;
+          work = std::strtod(v, &end);
+          if (end == v || *end != '\0' || !(work > 0.0 && work <= 1.0)) {
+            std::fprintf(stderr, "attention_kernel_bench: %s: want a density in (0, 1], Lp:d or mix:a/b/c/e\n",
+                         item.c_str());
+            return 2;
+          }
         }
         // blocks kept per level (a single-level line keeps `work` at level li)
         int keep[4] = {0, 0, 0, 0};

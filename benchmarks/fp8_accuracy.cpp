@@ -385,10 +385,13 @@ int main(int argc, char** argv) {
     const bool has_value = a + 1 < argc;
     if (arg == "--shapes" && has_value) {
       shapes = argv[++a];
-    } else if (arg == "--heads" && has_value) {
-      heads = std::atoi(argv[++a]);
-    } else if (arg == "--blocks" && has_value) {
-      blocks = std::atoi(argv[++a]);
+    } else if ((arg == "--heads" || arg == "--blocks") && has_value) {
+      std::vector<int64_t> n;
+      if (!parse_ints(argv[++a], &n) || n.size() != 1 || n[0] < 1 || n[0] > 1000000) {
+        std::fprintf(stderr, "fp8_accuracy: %s takes one integer in [1, 1000000] (got '%s')\n", arg.c_str(), argv[a]);
+        return 2;
+      }
+      (arg == "--heads" ? heads : blocks) = static_cast<int>(n[0]);
     } else if (arg == "--int8-importance") {
       int8_importance = true;
     } else if (arg == "--npy" && has_value) {
@@ -414,10 +417,6 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, help ? stdout : stderr);
       return help ? 0 : 2;
     }
-  }
-  if (heads < 1 || blocks < 1) {
-    std::fprintf(stderr, "fp8_accuracy: --heads and --blocks must be at least 1\n");
-    return 2;
   }
   if (!files.empty()) {
     try {

@@ -493,9 +493,22 @@ int main(int argc, char** argv) {
     } else if (a == "--json") {
       o.json = next();
     } else if (a == "--min-ms") {
-      o.min_ms = std::atof(next().c_str());
+      const std::string v = next();
+      char* end = nullptr;
+      o.min_ms = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(o.min_ms >= 0 && o.min_ms <= 1e6)) {
+        std::fprintf(stderr, "--min-ms takes a number of milliseconds in [0, 1e6] (got '%s')\n", v.c_str());
+        return 1;
+      }
     } else if (a == "--max-reps") {
-      o.max_reps = std::atoi(next().c_str());
+      const std::string v = next();
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || n < 1 || n > 100000) {
+        std::fprintf(stderr, "--max-reps takes an integer in [1, 100000] (got '%s')\n", v.c_str());
+        return 1;
+      }
+      o.max_reps = static_cast<int>(n);
     } else if (a == "--ncu") {
       o.ncu = true;
       o.max_reps = 1;
