@@ -21,7 +21,8 @@
 // smoothing shifts each sampled row's logits by one constant, which the importance's a - m
 // takes out) against the mask from the bf16 values; reported are the share of equal levels,
 // the share of the bf16 mask's kept blocks that the int8 mask keeps, and the bf16 path's error
-// against dense on each mask.
+// against dense on each mask; then the same with Q's scale per query block taken over its
+// sampled rows only (what a score kernel that reads only those rows can compute).
 //
 // Build from a CPU (or CUDA) build directory: cmake --build build --target fp8_accuracy
 // Run: build/benchmarks/fp8_accuracy [--shapes cogvideox,wan13,wan14] [--heads 2] [--blocks 4]
@@ -38,10 +39,12 @@
 
 #include "attention/attention.h"
 #include "attention/attention_fp8.h"
+#include "attention/fp8_spec.h"
 #include "cli/host_tensor.h"
 #include "cli/standard_shapes.h"
 #include "cli/synthetic.h"
 #include "importance/importance.h"
+#include "importance/importance_spec.h"
 #include "mask/mask.h"
 #include "pool/pool.h"
 #include "rearrange/rearrange.h"
@@ -80,11 +83,17 @@ struct Sums {
   // --int8-importance: levels equal, kept (level > 0) by the bf16 mask, kept by both, and the bf16
   // path's squared error against dense on the int8 importance's mask
   double equal = 0, kept = 0, kept_both = 0, bf16_on8 = 0;
+  // the same with Q's scale per query block taken over its sampled rows only (what a score kernel
+  // that reads only those rows can compute)
+  double equal_s = 0, kept_both_s = 0, bf16_on8_s = 0;
   void add(const Sums& o) {
     equal += o.equal;
     kept += o.kept;
     kept_both += o.kept_both;
     bf16_on8 += o.bf16_on8;
+    equal_s += o.equal_s;
+    kept_both_s += o.kept_both_s;
+    bf16_on8_s += o.bf16_on8_s;
     dense2 += o.dense2;
     bf16 += o.bf16;
     for (int v = 0; v < kVariants; ++v) fp8[v] += o.fp8[v];
@@ -159,7 +168,7 @@ Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const st
     vp.level[i + 1] = vl[i].data();
   }
   std::vector<psa::Fp8HeadCpu> h8;
-  std::vector<int8_t> levels8;
+  std::vector<int8_t> levels8, levels8s;
   if (int8_importance) {
     // Q and K as the rule quantizes them (K smoothed), dequantized: what an int8 score kernel's
     // int32 products times s_q * s_k give (fp32 accumulation order aside).
@@ -171,10 +180,25 @@ Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const st
         kd[x * d + c] = r.k8[0][x * d + c] * r.k_scale[0][x / kBlockN];
       }
     levels8 = mask_of(qd.data(), kd.data());
+    // Q's scale over the sampled rows of each query block (the importance's own draw).
+    std::vector<int32_t> shuffle(kBlockM), qo(kBlockM / 4);
+    psa::sample_offsets(42, 0, head, psa::kSampleQuery, static_cast<int32_t>(kBlockM), static_cast<int32_t>(kBlockM / 4),
+                        shuffle.data(), qo.data());
+    for (int64_t i = 0; i < mq; ++i) {
+      float amax = 0.0f;
+      for (int32_t o : qo)
+        for (int64_t c = 0; c < d; ++c) amax = psa::fp8_amax(amax, q[psa::sampled_token(i, kBlockM, o, L) * d + c]);
+      const psa::Fp8Scale sc = psa::fp8_scale(amax, psa::kInt8Max);
+      for (int64_t x = i * kBlockM; x < std::min(L, (i + 1) * kBlockM); ++x)
+        for (int64_t c = 0; c < d; ++c) qd[x * d + c] = psa::int8_quantize(q[x * d + c], sc.inv) * sc.s;
+    }
+    levels8s = mask_of(qd.data(), kd.data());
     for (size_t e = 0; e < levels.size(); ++e) {
       s.equal += levels[e] == levels8[e];
       s.kept += levels[e] > 0;
       s.kept_both += levels[e] > 0 && levels8[e] > 0;
+      s.equal_s += levels[e] == levels8s[e];
+      s.kept_both_s += levels[e] > 0 && levels8s[e] > 0;
     }
   } else {
     for (int vi = 0; vi < kVariants; ++vi)
@@ -196,6 +220,9 @@ Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const st
       psa::sparse_attention_cpu(q.data() + x0 * d, rows, kp, vp, L, d, kBlockM, kBlockN, levels8.data() + i * nk,
                                 scale, false, fp8.data(), nullptr);
       s.bf16_on8 += sq_diff(fp8, dense);
+      psa::sparse_attention_cpu(q.data() + x0 * d, rows, kp, vp, L, d, kBlockM, kBlockN, levels8s.data() + i * nk,
+                                scale, false, fp8.data(), nullptr);
+      s.bf16_on8_s += sq_diff(fp8, dense);
       continue;
     }
     for (int vi = 0; vi < kVariants; ++vi) {
@@ -245,7 +272,8 @@ std::vector<std::string> split(const std::string& s) {
 void print_header() {
   if (int8_importance) {
     std::printf("| shape | inputs | density | levels equal | bf16 mask's kept blocks kept | bf16 PSA vs dense, bf16 "
-                "importance | bf16 PSA vs dense, int8 importance (ratio) |\n|---|---|---|---|---|---|---|\n");
+                "importance | bf16 PSA vs dense, int8 importance (ratio) | Q scale over the sampled rows: levels "
+                "equal, kept, bf16 PSA vs dense (ratio) |\n|---|---|---|---|---|---|---|---|\n");
     return;
   }
   std::printf("| shape | inputs | density | bf16 PSA vs dense | 8-bit PSA vs dense (ratio to bf16) | 8-bit vs bf16 PSA |");
@@ -272,9 +300,10 @@ void print_row(const std::string& label, const char* inputs, std::vector<std::ve
   for (const Sums& p : per) s.add(p);
   const double e_bf16 = std::sqrt(s.bf16 / s.dense2);
   if (int8_importance) {
-    const double e8 = std::sqrt(s.bf16_on8 / s.dense2);
-    std::printf("| %s | %s | %.3f | %.4f | %.4f | %.4f | %.4f (%.3fx) |\n", label.c_str(), inputs, s.work / s.blocks,
-                s.equal / s.blocks, s.kept_both / std::max(s.kept, 1.0), e_bf16, e8, e8 / e_bf16);
+    const double e8 = std::sqrt(s.bf16_on8 / s.dense2), e8s = std::sqrt(s.bf16_on8_s / s.dense2);
+    std::printf("| %s | %s | %.3f | %.4f | %.4f | %.4f | %.4f (%.3fx) | %.4f, %.4f, %.4f (%.3fx) |\n", label.c_str(),
+                inputs, s.work / s.blocks, s.equal / s.blocks, s.kept_both / std::max(s.kept, 1.0), e_bf16, e8,
+                e8 / e_bf16, s.equal_s / s.blocks, s.kept_both_s / std::max(s.kept, 1.0), e8s, e8s / e_bf16);
     std::fflush(stdout);
     return;
   }
