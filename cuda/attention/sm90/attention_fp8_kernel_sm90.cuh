@@ -60,6 +60,18 @@ __device__ __forceinline__ float exp2_fma_pipe(float x) {
   return p * __int_as_float((__float_as_int(t) << 23) + 0x3f800000);
 }
 
+// V's share of a key block: f = s_v / s_v,max = 2^-n, both scales powers of two (vs <= vsmax), n
+// from their exponent fields, clamped to [0, 255]; an all-zero block (vs = 0) has f = 1, n = 0.
+// One rule for the K warp (log2 f in the column bias) and the V warp (1 / f in the l table).
+__device__ __forceinline__ int v_share_exponent(float vs, float vsmax) {
+  if (!(vs > 0.0f)) return 0;
+  return min(max(static_cast<int>(__float_as_uint(vsmax) >> 23) - static_cast<int>(__float_as_uint(vs) >> 23), 0),
+             255);
+}
+// The largest n whose 1 / f the l table holds (band 1: 2^(n - 15)); the K warp drops blocks past
+// it (bias -inf), whose rule weight w <= 448 * 2^-24 is an e4m3 0 anyway.
+constexpr int kMaxShareExponent = 23;
+
 struct Fp8Traits {
   static constexpr int kD = 128;
   static constexpr int kBM = 128;
@@ -358,9 +370,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         };
         if (!vw) {
           // Per-entry scales (read before the stage wait so the loads overlap it).
-          // log2 f = -n, n as the V warp's band codes below take it (f = 1 for an all-zero
-          // block); past n = 23, where those codes have no 1 / f, the block is dropped (-inf):
-          // the rule's weight w <= 448 * 2^-24 is an e4m3 0 there anyway.
+          // log2 f = -n (v_share_exponent); past kMaxShareExponent the block is dropped (-inf).
           float ks[4], lf[4];
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
@@ -370,10 +380,9 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
               const int64_t at = (kv * 4 + li) * p.nk + ent[j];
               ks[j] = __ldg(sp.k_scale + at);
               const float vs = __ldg(sp.v_scale + at);
-              if (vs > 0.0f) {
-                const int nf = min(max(static_cast<int>(__float_as_uint(vsmax) >> 23) -
-                                           static_cast<int>(__float_as_uint(vs) >> 23), 0), 255);
-                lf[j] = nf <= 23 ? -static_cast<float>(nf) : neg_inf();
+              if (vs > 0.0f) {  // else f = 1: log2 f = +0
+                const int nf = v_share_exponent(vs, vsmax);
+                lf[j] = nf <= kMaxShareExponent ? -static_cast<float>(nf) : neg_inf();
               }
             }
           }
@@ -412,14 +421,10 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           uint32_t code[4];
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            int nf = 0;
-            if (lane + 32 * j < entries) {
-              const float vs = __ldg(sp.v_scale + (kv * 4 + li) * p.nk + ent[j]);
-              if (vs > 0.0f) nf = min(max(static_cast<int>(__float_as_uint(vsmax) >> 23) -
-                                              static_cast<int>(__float_as_uint(vs) >> 23), 0), 255);
-            }
+            const int nf =
+                lane + 32 * j < entries ? v_share_exponent(__ldg(sp.v_scale + (kv * 4 + li) * p.nk + ent[j]), vsmax) : 0;
             code[j] = nf <= 8 ? static_cast<uint32_t>(nf + 7) << 3
-                              : nf <= 23 ? static_cast<uint32_t>(nf - 8) << 11 : 0u;
+                              : nf <= kMaxShareExponent ? static_cast<uint32_t>(nf - 8) << 11 : 0u;
           }
           if (u_ring >= S) mbar_wait(bar_evr(s), use_parity);
           issue_boxes();
