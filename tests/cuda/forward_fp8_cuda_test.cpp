@@ -83,24 +83,25 @@ Tensor make_tensor(const Case& c, int64_t heads, bool video_like, uint32_t seed)
   return t;
 }
 
+// Element (r, col) of t (r in [B * heads * L] order) set to value, in the caller's bits and in the
+// float copy (the value the 16-bit type holds).
+void set_value(const Case& c, Tensor* t, int64_t r, int64_t col, float value) {
+  t->bits[static_cast<size_t>(r * (c.D + c.pad) + col)] = test::to16(value, c.dtype);
+  t->f[static_cast<size_t>(r * c.D + col)] = test::round16(value, c.dtype);
+}
+
 void poison(const Case& c, Tensor* t, int64_t heads, float value, uint32_t seed) {
   std::mt19937 gen(seed);
-  const int64_t L = c.L(), D = c.D, row = D + c.pad;
   for (int e = 0; e < 3; ++e) {
-    const int64_t r = static_cast<int64_t>(gen() % static_cast<uint32_t>(c.B * heads * L));
-    const int64_t col = static_cast<int64_t>(gen() % static_cast<uint32_t>(D));
-    t->bits[static_cast<size_t>(r * row + col)] = test::to16(value, c.dtype);
-    t->f[static_cast<size_t>(r * D + col)] = value;
+    const int64_t r = static_cast<int64_t>(gen() % static_cast<uint32_t>(c.B * heads * c.L()));
+    const int64_t col = static_cast<int64_t>(gen() % static_cast<uint32_t>(c.D));
+    set_value(c, t, r, col, value);
   }
 }
 
 // value at channel `channel` of the given rows ([B * heads * L] order)
 void poison_channel(const Case& c, Tensor* t, float value, int64_t channel, const std::vector<int64_t>& rows) {
-  const int64_t row = c.D + c.pad;
-  for (int64_t r : rows) {
-    t->bits[static_cast<size_t>(r * row + channel)] = test::to16(value, c.dtype);
-    t->f[static_cast<size_t>(r * c.D + channel)] = test::round16(value, c.dtype);
-  }
+  for (int64_t r : rows) set_value(c, t, r, channel, value);
 }
 
 psa_config* make_config(const Case& c, psa_precision precision) {
