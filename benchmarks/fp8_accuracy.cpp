@@ -124,9 +124,11 @@ Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const st
   const int64_t mq = (L + kBlockM - 1) / kBlockM, nk = (L + kBlockN - 1) / kBlockN;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   // Importance and mask.
+  // qo: the sampled in-block query offsets, the same draw on every call (seed, head).
+  std::vector<int32_t> qo(kBlockM / 4);
   auto mask_of = [&](const float* qm, const float* km) {
     std::vector<float> scores(mq * nk), ties(mq * nk);
-    std::vector<int32_t> shuffle(std::max(kBlockM, kBlockN)), qo(kBlockM / 4), ko(kBlockN / 4);
+    std::vector<int32_t> shuffle(std::max(kBlockM, kBlockN)), ko(kBlockN / 4);
     psa::ImportanceSampling smp;
     smp.seed = 42;
     smp.head = head;
@@ -180,10 +182,7 @@ Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const st
         kd[x * d + c] = r.k8[0][x * d + c] * r.k_scale[0][x / kBlockN];
       }
     levels8 = mask_of(qd.data(), kd.data());
-    // Q's scale over the sampled rows of each query block (the importance's own draw).
-    std::vector<int32_t> shuffle(kBlockM), qo(kBlockM / 4);
-    psa::sample_offsets(42, 0, head, psa::kSampleQuery, static_cast<int32_t>(kBlockM), static_cast<int32_t>(kBlockM / 4),
-                        shuffle.data(), qo.data());
+    // Q's scale over the sampled rows of each query block (the importance's own draw, qo).
     for (int64_t i = 0; i < mq; ++i) {
       float amax = 0.0f;
       for (int32_t o : qo)
