@@ -28,6 +28,11 @@
 // The last chunk packs 128/W offsets of W = 8/16/32/64 blocks (the fewest that cover it) into a
 // stage; the block past the last full one (replicate padding: clamped tokens, which TMA cannot
 // express) is a stage of its own, gathered by cp.async, whose 128 columns all belong to it.
+// kI8 (precision fp8, head dim 128; importance_spec.h's 8-bit rule): K is the 8-bit pool pass's
+// int8 level-1 K (one byte per value, 128-byte rows: one swizzle panel, TMA boxes of 128 bytes),
+// Q is quantized by the consumers in shared memory after its 16-bit copy lands (one scale per
+// query block over its sampled rows), S = Q8 K8^T by wgmma m64n128k32 s8 into exact int32, the
+// block maxima are folded as integers, and the flush multiplies each by (scale * s_q) * s_k.
 // fp32 dot order: wgmma accumulates over the head dim in k16 steps like mma.sync; the order inside
 // a step is the hardware's and undocumented. Measured on the H100, every score of the tests and
 // of the standard shapes was bit-identical to the sm80 kernel's; the tests allow last-bit drift.
@@ -37,8 +42,11 @@
 #include <cuda.h>  // CUtensorMap (encoded through the runtime's driver entry point)
 
 #include <cstdint>
+#include <type_traits>
 
+#include "attention/fp8_spec.h"
 #include "cuda/core/device.cuh"
+#include "cuda/core/fp8.cuh"
 #include "cuda/core/sm90.cuh"
 #include "cuda/importance/block_scores_finish.cuh"
 #include "cuda/importance/block_scores_gemm.h"
@@ -63,9 +71,10 @@ __host__ __device__ constexpr uint32_t piece_chunk_xor(int q_count, int block) {
 // d128: Q 64 KB + 4 stages x 32 KB = 192 KB; d64: Q 32 KB + 8 stages x 16 KB = 160 KB; one CTA
 // per SM either way, with two scratch slots (score_scratch_slots gives two per SM). Consumers
 // hold two S accumulators (2 x 64 fp32) and M (2 halves x 32).
-template <int D>
+template <int D, bool kI8 = false>
 struct Sm90ScoreTraits {
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  static_assert(!kI8 || D == 128, "the 8-bit rule at head dim 128 (one 128-byte panel per row)");
   static constexpr int kRows = static_cast<int>(kScoreTileRows);
   static constexpr int kThreads = 384;          // producer warpgroup + 2 consumer warpgroups
   static constexpr int kConsumers = 256;
@@ -76,14 +85,17 @@ struct Sm90ScoreTraits {
   static constexpr int kConsumerTie = 8;
   static constexpr int kKeys = 128;             // keys per stage = wgmma N
   static constexpr int kChunk = 64;             // key blocks per chunk (M columns)
-  static constexpr int kStages = D == 64 ? 8 : 4;
+  // int8 K: a stage is half the bytes; five fit beside the int8 copy of Q.
+  static constexpr int kStages = kI8 ? 5 : D == 64 ? 8 : 4;
   static constexpr int kProducerRegs = 56;
   static constexpr int kConsumerRegs = 224;     // 128 * 56 + 256 * 224 = 64512 = 384 * 168
   static constexpr int kChunks16 = D / 8;       // 16-byte chunks per row
   static constexpr size_t kQBytes = size_t{2} * kRows * D;
-  static constexpr size_t kStageBytes = size_t{2} * kKeys * D;
+  static constexpr size_t kStageBytes = size_t{kI8 ? 1 : 2} * kKeys * D;
+  static constexpr size_t kQ8Bytes = kI8 ? size_t{1} * kRows * D : 0;  // int8 Q [256][128], swizzled
   static constexpr size_t kOffQ = 0;
-  static constexpr size_t kOffK = kOffQ + kQBytes;
+  static constexpr size_t kOffQ8 = kOffQ + kQBytes;
+  static constexpr size_t kOffK = kOffQ8 + kQ8Bytes;
   // Finisher copies of the scratch: per finisher warp kPieces buffers of one piece (32 key
   // blocks x q_count <= 32 rows, fp32; piece_chunk_xor) each, after the K stages: on 1024 bytes,
   // the swizzle atom.
@@ -93,14 +105,17 @@ struct Sm90ScoreTraits {
   static constexpr size_t kOffFin = kOffK + kStages * kStageBytes;
   static constexpr size_t kOffQo = kOffFin + kFinishWarps * kPieces * kPieceBytes;
   static constexpr size_t kOffM = kOffQo + sizeof(int32_t) * 128;
-  static constexpr size_t kOffBar = kOffM + sizeof(float) * 2 * kRows;  // after the row maxima per slot
+  // kI8: per query row (scale * s_q) of its block, NaN for a row with a non-finite value
+  static constexpr size_t kOffQc = kOffM + sizeof(float) * 2 * kRows;  // after the row maxima per slot
+  static constexpr size_t kOffBar = kOffQc + (kI8 ? sizeof(float) * kRows : 0);
   // full, empty per stage; ready, free per slot; one per finisher piece buffer
   static constexpr int kBars = 2 * kStages + 4 + kFinishWarps * kPieces;
   // +1024: the dynamic shared window is rounded up to the 1024-byte swizzle atom.
   static constexpr size_t kSmem = kOffBar + sizeof(uint64_t) * kBars + 1024;
   static_assert(kRows == 2 * 128, "two consumer warpgroups of 2 x 64 rows");
   static_assert(kKeys == 2 * kChunk, "a full-chunk stage holds two offsets");
-  static_assert(kOffK % 1024 == 0 && kStageBytes % 1024 == 0, "swizzle atoms start on 1024 bytes");
+  static_assert(kOffQ8 % 1024 == 0 && kOffK % 1024 == 0 && kStageBytes % 1024 == 0,
+                "swizzle atoms start on 1024 bytes");
   static_assert(kOffFin % 1024 == 0 && kPieceBytes % 1024 == 0, "piece buffers on the swizzle atom");
   static_assert(kOffBar % 8 == 0, "mbarriers are 8-byte aligned");
   static constexpr size_t kRowMaxBytes = sizeof(float) * 4 * kConsumers;  // s_rm (static)
@@ -136,6 +151,12 @@ struct Sm90ScoreParams {
   int32_t overlap;  // 1: finisher warps finish tile n during the sweep of n + 1; 0: the consumers
                     // finish each tile after its sweep
   int32_t fin_tma;  // 1: the finisher warps read the scratch through smap (4 <= q_count <= 32)
+  // kI8: kmap[w] describe k8 as [B*Hkv][nk_full][block_n][128] bytes (boxes of 128 bytes x 1
+  // offset x (64 >> w) blocks); k8 is read directly for the partial last block; k_scale[kv *
+  // ks_head + j] is s_k of level-1 key block j (Fp8KvOut::k_scale).
+  const int8_t* k8;
+  const float* k_scale;
+  int64_t ks_head;
 };
 
 #ifdef PSA_SM90_DEVICE
@@ -232,16 +253,19 @@ struct Sm90StageWalk {
 
 // M[i*4+e] (block 8i + 2tq + (e&1), row g + 8(e>>1)) = max(M, S at the same block for each of the
 // 128/W offsets in the stage). fmaxf skips NaN dots as the CPU's std::max(best, dot) does.
-template <int W>
-__device__ __forceinline__ void fold_block_max(const float (&acc)[64], float (&m)[32]) {
+__device__ __forceinline__ float vmax(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ int32_t vmax(int32_t a, int32_t b) { return max(a, b); }
+
+template <int W, typename A>
+__device__ __forceinline__ void fold_block_max(const A (&acc)[64], A (&m)[32]) {
   constexpr int kN = W / 8, kSpt = 128 / W;
 #pragma unroll
   for (int i = 0; i < kN; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float x = m[i * 4 + e];
+      A x = m[i * 4 + e];
 #pragma unroll
-      for (int u = 0; u < kSpt; u += 2) x = fmaxf(x, fmaxf(acc[(u * kN + i) * 4 + e], acc[((u + 1) * kN + i) * 4 + e]));
+      for (int u = 0; u < kSpt; u += 2) x = vmax(x, vmax(acc[(u * kN + i) * 4 + e], acc[((u + 1) * kN + i) * 4 + e]));
       m[i * 4 + e] = x;
     }
 }
@@ -307,11 +331,67 @@ __device__ __forceinline__ void fold_stage(const Sm90Stage& st, const float (&ac
   if (st.last) flush_block_max(m, rm, scratch, row, st.j0, min(st.j0 + 64, nk_full), tq, scale);
 }
 
-template <typename T, int D, bool kTrack>
+// The 8-bit rule's flush: a = ((scale * s_q) * s_k(j)) * M, with qc[0], qc[8] the (scale * s_q)
+// of rows `row`, row + 8 (NaN for a row with a non-finite value) and ks = s_k of the head's
+// level-1 key blocks. M is exact (|M| < 2^21 at d128), so its conversion is too.
+__device__ __forceinline__ void flush_block_max(int32_t (&m)[32], float* rm, float* scratch, int row, int j0,
+                                                int j_end, int tq, const float* qc, const float* ks) {
+  float x[2] = {-INFINITY, -INFINITY};
+  const float c[2] = {qc[0], qc[8]};
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int j = j0 + i * 8 + tq * 2 + (e & 1);
+      if (j < j_end) {
+        const float a = __fmul_rn(__fmul_rn(c[e >> 1], __ldg(ks + j)), small_int_to_float(m[i * 4 + e]));
+        x[e >> 1] = fmaxf(x[e >> 1], a);
+        scratch[static_cast<int64_t>(j) * kScoreTileRows + row + (e >> 1) * 8] = a;
+      }
+      m[i * 4 + e] = INT32_MIN;
+    }
+  rm[0] = fmaxf(rm[0], x[0]);
+  rm[kRowMaxStride] = fmaxf(rm[kRowMaxStride], x[1]);
+}
+
+__device__ __forceinline__ void tail_block_max(const int32_t (&acc)[64], float* rm, float* scratch, int row, int j,
+                                               int tq, const float* qc, const float* ks) {
+  int32_t x[2] = {INT32_MIN, INT32_MIN};
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    x[0] = max(x[0], max(acc[i * 4], acc[i * 4 + 1]));
+    x[1] = max(x[1], max(acc[i * 4 + 2], acc[i * 4 + 3]));
+  }
+  const float sk = __ldg(ks + j);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    x[r] = max(x[r], __shfl_xor_sync(0xffffffffu, x[r], 1));
+    x[r] = max(x[r], __shfl_xor_sync(0xffffffffu, x[r], 2));
+    const float a = __fmul_rn(__fmul_rn(qc[r * 8], sk), small_int_to_float(x[r]));
+    rm[r * kRowMaxStride] = fmaxf(rm[r * kRowMaxStride], a);
+    if (tq == 0) scratch[static_cast<int64_t>(j) * kScoreTileRows + row + r * 8] = a;
+  }
+}
+
+__device__ __forceinline__ void fold_stage(const Sm90Stage& st, const int32_t (&acc)[64], int32_t (&m)[32], float* rm,
+                                           float* scratch, int row, int nk_full, int tq, const float* qc,
+                                           const float* ks) {
+  switch (st.w) {
+    case 0: fold_block_max<64>(acc, m); break;
+    case 1: fold_block_max<32>(acc, m); break;
+    case 2: fold_block_max<16>(acc, m); break;
+    case 3: fold_block_max<8>(acc, m); break;
+    default: tail_block_max(acc, rm, scratch, row, nk_full, tq, qc, ks); return;
+  }
+  if (st.last) flush_block_max(m, rm, scratch, row, st.j0, min(st.j0 + 64, nk_full), tq, qc, ks);
+}
+
+template <typename T, int D, bool kTrack, bool kI8>
 __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_constant__ Sm90ScoreParams sp) {
 #ifdef PSA_SM90_DEVICE
   using namespace sm90;
-  using Tr = Sm90ScoreTraits<D>;
+  using Tr = Sm90ScoreTraits<D, kI8>;
+  using Acc = typename std::conditional<kI8, int32_t, float>::type;
   constexpr int S = Tr::kStages, NC = Tr::kChunks16, kRows = Tr::kRows;
   const GemmScoreParams& p = sp.g;
   const Sm90Schedule& sch = sp.sched;
@@ -321,6 +401,8 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
   T* sK = reinterpret_cast<T*>(smem + Tr::kOffK);  // [S][D/64][128][64] swizzled
   int32_t* s_qo = reinterpret_cast<int32_t*>(smem + Tr::kOffQo);
   float* s_m = reinterpret_cast<float*>(smem + Tr::kOffM);  // [2][kRows]
+  unsigned char* sQ8 = smem + Tr::kOffQ8;                   // kI8: [256][128] bytes, swizzled
+  float* s_qc = reinterpret_cast<float*>(smem + Tr::kOffQc);  // kI8: [kRows]
   const uint32_t bar0 = smem_addr(smem + Tr::kOffBar);
   auto bar_full = [&](int s) { return bar0 + 8u * s; };        // stage landed
   auto bar_empty = [&](int s) { return bar0 + 8u * (S + s); };  // stage read by all 8 consumer warps
@@ -398,7 +480,22 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
         const int s = static_cast<int>(it % S);
         if (it >= S) mbar_wait(bar_empty(s), ((it / S) - 1) & 1);
         const Sm90Stage st = walk.stage(sch);
-        if (st.w == 4) {
+        if (st.w == 4 && kI8) {
+          // Tail block, int8 rows of 128 bytes: 8 chunks each, the swizzle of a 64-column panel
+          // of 16-bit values (byte offset 2 * tile_off).
+          const int8_t* kb = sp.k8 + (b * (p.heads_q / p.group) + hk) * p.len_k * D;
+          unsigned char* dk = reinterpret_cast<unsigned char*>(sK) + s * Tr::kStageBytes;
+          for (int c = lane; c < Tr::kKeys * 8; c += 32) {
+            const int r = c / 8, cc = c % 8;
+            const int64_t tok = sampled_token(p.nk - 1, p.block_n, ko[min(r, kc - 1)], p.len_k);
+            cp_async_16(dk + 2 * tile_off<Tr::kKeys>(r, cc), kb + tok * D + cc * 16, true);
+          }
+          cp_async_commit();
+          cp_async_wait<0>();
+          fence_proxy_async();
+          __syncwarp();
+          if (lane == 0) mbar_arrive(bar_full(s));
+        } else if (st.w == 4) {
           // Tail block: row r = sample min(r, kc - 1) (repeats do not change a maximum).
           const T* kb = static_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh;
           T* dk = sK + s * (Tr::kStageBytes / 2);
@@ -418,10 +515,15 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
           mbar_arrive_expect_tx(bar_full(s), static_cast<uint32_t>(Tr::kStageBytes));
           for (int u = 0; u < spt; ++u) {
             const int off = ko[min(st.v * spt + u, kc - 1)];
+            if constexpr (kI8) {
+              tma_load_4d(dst + u * W * 128, &sp.kmap[st.w], bar_full(s), 0, off, st.j0,
+                          static_cast<int>(b * (p.heads_q / p.group) + hk));
+            } else {
 #pragma unroll
-            for (int pn = 0; pn < D / 64; ++pn)
-              tma_load_5d(dst + pn * (Tr::kKeys * 128) + u * W * 128, &sp.kmap[st.w], bar_full(s), pn * 64, off,
-                          st.j0, static_cast<int>(hk), static_cast<int>(b));
+              for (int pn = 0; pn < D / 64; ++pn)
+                tma_load_5d(dst + pn * (Tr::kKeys * 128) + u * W * 128, &sp.kmap[st.w], bar_full(s), pn * 64, off,
+                            st.j0, static_cast<int>(hk), static_cast<int>(b));
+            }
           }
         }
         __syncwarp();
@@ -435,27 +537,38 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
   const int cw = wg - 1, ct = tid - 128;  // consumer warpgroup (rows 128 cw ..), thread 0..255
   const int g = lane >> 2, tq = lane & 3;
   const int row0 = cw * 128 + (warp & 3) * 16 + g;  // this thread's row g in half 0 (+64: half 1)
-  const uint32_t q_addr = smem_addr(sQ) + cw * 128 * 128;
+  // This warpgroup's 128 rows: 128 bytes each in both layouts (panel 0 of 16-bit Q; int8 Q).
+  const uint32_t q_addr = (kI8 ? smem_addr(sQ8) : smem_addr(sQ)) + cw * 128 * 128;
   const uint32_t k_addr = smem_addr(sK);
   const int nqb = kRows >> p.q_shift;
   const int nk_full = sp.nk_full;
   auto sync_consumers = [] { named_bar_sync(1, 256); };
 
-  // S_half = Q_half K_s^T: 8 k16 steps (d128) over 128-byte-swizzled panels of 64 columns.
-  auto issue = [&](float(&acc)[64], int s, int half) {
+  // S_half = Q_half K_s^T: 8 k16 steps (d128) over 128-byte-swizzled panels of 64 columns; kI8:
+  // 4 k32 steps over one panel of 128 bytes.
+  auto issue = [&](Acc(&acc)[64], int s, int half) {
     wgmma_fence();
+    if constexpr (kI8) {
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint64_t da = sw128_desc(q_addr + (kk >> 2) * (kRows * 128) + half * 64 * 128 + (kk & 3) * 32, 16, 1024);
-      const uint64_t db = sw128_desc(
-          k_addr + static_cast<uint32_t>(s * Tr::kStageBytes) + (kk >> 2) * (Tr::kKeys * 128) + (kk & 3) * 32, 16,
-          1024);
-      sm90::Wgmma<T, 128>::ss(acc, da, db, kk > 0 ? 1 : 0);
+      for (int kk = 0; kk < 4; ++kk) {
+        const uint64_t da = sw128_desc(q_addr + half * 64 * 128 + kk * 32, 16, 1024);
+        const uint64_t db = sw128_desc(k_addr + static_cast<uint32_t>(s * Tr::kStageBytes) + kk * 32, 16, 1024);
+        sm90::Wgmma8<128>::ss_s8(acc, da, db, kk > 0 ? 1 : 0);
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint64_t da = sw128_desc(q_addr + (kk >> 2) * (kRows * 128) + half * 64 * 128 + (kk & 3) * 32, 16, 1024);
+        const uint64_t db = sw128_desc(
+            k_addr + static_cast<uint32_t>(s * Tr::kStageBytes) + (kk >> 2) * (Tr::kKeys * 128) + (kk & 3) * 32, 16,
+            1024);
+        sm90::Wgmma<T, 128>::ss(acc, da, db, kk > 0 ? 1 : 0);
+      }
     }
     wgmma_commit();
   };
 
-  float sa[64], sb[64], m0[32], m1[32];
+  Acc sa[64], sb[64], m0[32], m1[32];
   uint32_t it = 0;
   int n = 0;
   for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++n) {
@@ -476,6 +589,46 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
     }
     cp_async_commit();
     cp_async_wait<0>();
+    if constexpr (kI8) {
+      // Q -> int8, one row per thread: its largest finite magnitude (into the slot's row maxima,
+      // free until the sweep's end), then its query block's over the sampled rows, the scale,
+      // and the row's 128 codes (int8_quantize; -128 for a non-finite value, whose row's
+      // (scale * s_q) is NaN).
+      sync_consumers();
+      const int r = ct;
+      float amax = 0.0f;
+      int bad = 0;
+#pragma unroll 4
+      for (int cc = 0; cc < NC; ++cc) {
+        float x[8];
+        unpack8<T>(*reinterpret_cast<const uint4*>(sQ + tile_off<kRows>(r, cc)), x);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          amax = fp8_amax(amax, x[e]);
+          bad |= !(fabsf(x[e]) <= 3.402823466e38f);
+        }
+      }
+      sm_slot[r] = amax;
+      sync_consumers();
+      const int rb = r & ~(p.q_count - 1);
+      float qa = 0.0f;
+#pragma unroll 1
+      for (int u = 0; u < p.q_count; ++u) qa = fmaxf(qa, sm_slot[rb + u]);
+      const Fp8Scale qsc = fp8_scale(qa, kInt8Max);
+      s_qc[r] = bad ? __int_as_float(0x7fc00000) : __fmul_rn(p.scale, qsc.s);
+#pragma unroll 2
+      for (int c8 = 0; c8 < 8; ++c8) {  // 16 values = 16 bytes: chunk c8 of the int8 row
+        float x[16];
+        unpack8<T>(*reinterpret_cast<const uint4*>(sQ + tile_off<kRows>(r, 2 * c8)), x);
+        unpack8<T>(*reinterpret_cast<const uint4*>(sQ + tile_off<kRows>(r, 2 * c8 + 1)), x + 8);
+        uint32_t w4[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          w4[e] = int8_quantize_code(x[4 * e], qsc.inv) | int8_quantize_code(x[4 * e + 1], qsc.inv) << 8 |
+                  int8_quantize_code(x[4 * e + 2], qsc.inv) << 16 | int8_quantize_code(x[4 * e + 3], qsc.inv) << 24;
+        *reinterpret_cast<uint4*>(sQ8 + 2 * tile_off<kRows>(r, c8)) = make_uint4(w4[0], w4[1], w4[2], w4[3]);
+      }
+    }
     fence_proxy_async();
     sync_consumers();
 
@@ -487,8 +640,15 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
     for (int i = 0; i < 4; ++i) s_rm[i][ct] = -INFINITY;
     float* const rm0 = &s_rm[0][ct];
     float* const rm1 = &s_rm[2][ct];
+    if constexpr (kI8) {
 #pragma unroll
-    for (int i = 0; i < 32; ++i) m0[i] = m1[i] = -INFINITY;
+      for (int i = 0; i < 32; ++i) m0[i] = m1[i] = INT32_MIN;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) m0[i] = m1[i] = -INFINITY;
+    }
+    // kI8: the head's level-1 key scales
+    const float* ks = kI8 ? sp.k_scale + (b * (p.heads_q / p.group) + h / p.group) * sp.ks_head : nullptr;
     // Two stages per iteration: half 0 of stage k is folded while half 1 of k runs, half 1 of k
     // while half 0 of k + 1 runs, half 0 of k + 1 while half 1 of k + 1 runs; so this warpgroup
     // has a product in flight during three of every four folds. Nothing is in flight across
@@ -502,7 +662,10 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       fence_regs(sb);
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty(it % S));
-      fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, p.scale);
+      if constexpr (kI8)
+        fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, s_qc + row0 + 64, ks);
+      else
+        fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, p.scale);
     };
     for (int k = 0; k < sch.total; k += 2) {
       mbar_wait(bar_full(it % S), (it / S) & 1);
@@ -512,7 +675,10 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       issue(sb, it % S, 1);
       wgmma_wait<1>();  // half 0 of stage k done; half 1 runs
       fence_regs(sa);
-      fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, p.scale);
+      if constexpr (kI8)
+        fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, s_qc + row0, ks);
+      else
+        fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, p.scale);
       if (k + 1 == sch.total) {  // an odd last stage
         wgmma_wait<0>();
         release_fold_half1();
@@ -530,7 +696,10 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       issue(sb, it % S, 1);
       wgmma_wait<1>();  // half 0 of stage k + 1 done; half 1 runs
       fence_regs(sa);
-      fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, p.scale);
+      if constexpr (kI8)
+        fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, s_qc + row0, ks);
+      else
+        fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, p.scale);
       wgmma_wait<0>();
       release_fold_half1();
       walk.next(sch);

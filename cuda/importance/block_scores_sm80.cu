@@ -36,12 +36,14 @@ psa_status block_scores_gemm_cuda(const ScoreArgs& a, cudaStream_t stream) {
   PSA_RETURN_IF(a.dims.head_dim != 64 && a.dims.head_dim != 128, PSA_ERR_UNSUPPORTED,
                 "q: shape[3] (head_dim) = %lld; supported: 64, 128", static_cast<long long>(a.dims.head_dim));
   const bool sm90 = a.kernel != ScoreKernel::kSm80 && score_sm90_available();
+  PSA_RETURN_IF(a.k8 != nullptr && !sm90, PSA_ERR_UNSUPPORTED,
+                "importance: the 8-bit rule (k8) runs on the sm90 score kernel only");
   PSA_RETURN_IF(a.kernel == ScoreKernel::kSm90 && !sm90, PSA_ERR_UNSUPPORTED,
                 "importance: the sm90 score kernel needs compute capability 9.x and an sm_90a build");
   if (sm90) {
     const cudaError_t e = score_gemm::launch_scores_sm90(p, a, slots, stream);
     if (e == cudaSuccess) return PSA_OK;
-    if (e != cudaErrorNotSupported || a.kernel == ScoreKernel::kSm90)
+    if (e != cudaErrorNotSupported || a.kernel == ScoreKernel::kSm90 || a.k8 != nullptr)
       return set_error(PSA_ERR_CUDA, "block_scores_sm90_kernel<d=%lld>: %s", static_cast<long long>(a.dims.head_dim),
                        cudaGetErrorString(e));
     (void)cudaGetLastError();

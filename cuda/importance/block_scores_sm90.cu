@@ -42,6 +42,24 @@ bool encode_k_map(CUtensorMap* m, bool f16, const void* k, int64_t batch, int64_
                       box, CU_TENSOR_MAP_SWIZZLE_128B, promo);
 }
 
+// The 8-bit rule's K (Fp8KvOut::k8[0], [B*Hkv][len_k][128] bytes) seen as [B*Hkv][nk_full]
+// [block_n][128]: coordinate (byte, in-block offset, block, kv head); boxes of 128 bytes x 1
+// offset x `blocks` blocks, 128-byte swizzle. False when TMA cannot describe it.
+bool encode_k8_map(CUtensorMap* m, const void* k8, int64_t heads, int64_t len_k, int64_t block_n, int64_t nk_full,
+                   int blocks) {
+  constexpr int64_t d = 128;
+  if (nk_full < 1 || nk_full > INT32_MAX || heads < 1 || heads > INT32_MAX ||
+      reinterpret_cast<uintptr_t>(k8) % 16 != 0)
+    return false;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(block_n),
+                              static_cast<cuuint64_t>(nk_full), static_cast<cuuint64_t>(heads)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(block_n * d),
+                                 static_cast<cuuint64_t>(len_k * d)};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(d), 1, static_cast<cuuint32_t>(blocks), 1};
+  return encode_tiled(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, k8, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+}
+
 // The scratch [slots][nk][256] fp32 seen by the finisher warps: coordinate (row, key block,
 // slot), boxes of q_count rows x 32 blocks, swizzled by the box row's width (piece_chunk_xor:
 // 128, 64, 32 bytes; 16-byte rows need none), zero fill past nk. False when TMA cannot describe
@@ -83,9 +101,9 @@ Sm90Schedule make_schedule(int64_t nk, int64_t nk_full, int32_t kc) {
   return s;
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kI8>
 cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t slots, cudaStream_t stream) {
-  using Tr = Sm90ScoreTraits<D>;
+  using Tr = Sm90ScoreTraits<D, kI8>;
   Sm90ScoreParams sp{};
   sp.g = p;
   sp.k_count = a.k_count;
@@ -93,15 +111,25 @@ cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t sl
   if (nk_full > INT32_MAX / 2) return cudaErrorNotSupported;
   sp.nk_full = static_cast<int32_t>(nk_full);
   sp.sched = make_schedule(p.nk, nk_full, a.k_count);
-  if (nk_full > 0) {
+  if (kI8) {
+    sp.k8 = static_cast<const int8_t*>(a.k8);
+    sp.k_scale = a.k_scale;
+    sp.ks_head = 4 * p.nk;
+  }
+  if (nk_full > 0 && kI8) {
+    for (int w = 0; w < 4; ++w)
+      if (!encode_k8_map(&sp.kmap[w], a.k8, a.dims.batch * a.dims.heads_kv, a.dims.len_k, a.dims.block_n, nk_full,
+                         64 >> w))
+        return cudaErrorNotSupported;
+  } else if (nk_full > 0) {
     for (int w = 0; w < 4; ++w)
       if (!encode_k_map(&sp.kmap[w], std::is_same<T, __half>::value, a.k, a.dims.batch, a.dims.heads_kv, p.k_sb,
                         p.k_sh, p.k_sl, D, a.dims.block_n, nk_full, 64 >> w))
         return cudaErrorNotSupported;
   }
   // The tie-run tracking only where it is used (finish_tile's kTrack).
-  auto kernel = p.ties != nullptr && p.tie_run_min > 0 ? block_scores_sm90_kernel<T, D, true>
-                                                       : block_scores_sm90_kernel<T, D, false>;
+  auto kernel = p.ties != nullptr && p.tie_run_min > 0 ? block_scores_sm90_kernel<T, D, true, kI8>
+                                                       : block_scores_sm90_kernel<T, D, false, kI8>;
   int sms = 0;
   cudaError_t e = sm90::current_sm_count(&sms);
   if (e == cudaSuccess)
@@ -128,10 +156,14 @@ cudaError_t launch_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t sl
 
 cudaError_t launch_scores_sm90(const GemmScoreParams& p, const ScoreArgs& a, int64_t slots, cudaStream_t stream) {
   const bool f16 = a.dtype == PSA_DTYPE_F16;
-  if (a.dims.head_dim == 64) return f16 ? launch_sm90<__half, 64>(p, a, slots, stream)
-                                   : launch_sm90<__nv_bfloat16, 64>(p, a, slots, stream);
-  if (a.dims.head_dim == 128) return f16 ? launch_sm90<__half, 128>(p, a, slots, stream)
-                                    : launch_sm90<__nv_bfloat16, 128>(p, a, slots, stream);
+  if (a.k8 != nullptr)
+    return a.dims.head_dim != 128 ? cudaErrorNotSupported
+           : f16                  ? launch_sm90<__half, 128, true>(p, a, slots, stream)
+                                  : launch_sm90<__nv_bfloat16, 128, true>(p, a, slots, stream);
+  if (a.dims.head_dim == 64) return f16 ? launch_sm90<__half, 64, false>(p, a, slots, stream)
+                                   : launch_sm90<__nv_bfloat16, 64, false>(p, a, slots, stream);
+  if (a.dims.head_dim == 128) return f16 ? launch_sm90<__half, 128, false>(p, a, slots, stream)
+                                    : launch_sm90<__nv_bfloat16, 128, false>(p, a, slots, stream);
   return cudaErrorNotSupported;
 }
 
@@ -139,7 +171,7 @@ cudaError_t launch_scores_sm90(const GemmScoreParams& p, const ScoreArgs& a, int
 
 bool score_sm90_available() {
   return sm90::kernel_has_sm90_image(
-      reinterpret_cast<const void*>(score_gemm::block_scores_sm90_kernel<__nv_bfloat16, 128, false>));
+      reinterpret_cast<const void*>(score_gemm::block_scores_sm90_kernel<__nv_bfloat16, 128, false, false>));
 }
 
 }  // namespace gpu

@@ -312,15 +312,30 @@ psa_status sample_offsets_cuda(const OffsetArgs& a, cudaStream_t stream) {
   return launch_status("sample_offsets_kernel");
 }
 
+bool score_int8_supported(int64_t q_count, int64_t k_count, int64_t head_dim) {
+  return head_dim == 128 && score_gemm_supported(q_count, k_count) && score_sm90_available();
+}
+
 psa_status block_scores_cuda(const ScoreArgs& a, cudaStream_t stream) {
   PSA_TRY(importance_supported(a.dims.block_m, a.dims.block_n, a.q_count, a.k_count));
+  if (a.k8 != nullptr) {
+    PSA_RETURN_IF(!score_int8_supported(a.q_count, a.k_count, a.dims.head_dim) || a.scratch == nullptr ||
+                      a.kernel == ScoreKernel::kSm80 || a.k_scale == nullptr ||
+                      a.scratch_bytes < score_scratch_slot_bytes(ceil_div(a.dims.len_k, a.dims.block_n)),
+                  PSA_ERR_UNSUPPORTED,
+                  "importance: the 8-bit rule runs on the sm90 score kernel with a scratch and k_scale, head_dim "
+                  "128 and power-of-two sample counts up to 128 (here %d/%d, head_dim %lld)",
+                  a.q_count, a.k_count, static_cast<long long>(a.dims.head_dim));
+    PSA_RETURN_IF(reinterpret_cast<uintptr_t>(a.k8) % 16 != 0, PSA_ERR_INTERNAL,
+                  "importance: k8 %p is not 16-byte aligned", a.k8);
+  }
   const QRowSource qs = q_row_source(a);
   const int64_t q_stride[4] = {qs.sb, qs.sh, qs.sl, a.q_stride[3]};
   PSA_RETURN_IF(!rows_16b_aligned(a.q, q_stride), PSA_ERR_INTERNAL,
                 "importance: q rows must be 16-byte aligned (pointer %p, strides %lld/%lld/%lld/%lld)", a.q,
                 static_cast<long long>(a.q_stride[0]), static_cast<long long>(a.q_stride[1]),
                 static_cast<long long>(a.q_stride[2]), static_cast<long long>(a.q_stride[3]));
-  PSA_RETURN_IF(!rows_16b_aligned(a.k, a.k_stride), PSA_ERR_INTERNAL, "importance: k rows must be 16-byte aligned (pointer %p, strides %lld/%lld/%lld/%lld)",
+  PSA_RETURN_IF(a.k8 == nullptr && !rows_16b_aligned(a.k, a.k_stride), PSA_ERR_INTERNAL, "importance: k rows must be 16-byte aligned (pointer %p, strides %lld/%lld/%lld/%lld)",
                 a.k, static_cast<long long>(a.k_stride[0]), static_cast<long long>(a.k_stride[1]),
                 static_cast<long long>(a.k_stride[2]), static_cast<long long>(a.k_stride[3]));
   if (a.scratch != nullptr && score_gemm_supported(a.q_count, a.k_count) &&

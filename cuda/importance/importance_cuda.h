@@ -73,6 +73,12 @@ struct ScoreArgs {
   // during the next tile's sweep; 0 finishes it after the sweep (tests and benchmarks compare
   // them).
   int finish_overlap = -1;
+  // precision fp8: the 8-bit rule's keys (importance_spec.h) instead of k: the 8-bit pool pass's
+  // int8 level-1 K (Fp8KvOut::k8[0], [B*Hkv, Lk, 128], 16-byte aligned) and its scales
+  // (Fp8KvOut::k_scale, [B*Hkv, 4, Nk], level 1 first). Runs on the sm90 kernel only
+  // (score_int8_supported); k and k_stride are then not read.
+  const void* k8 = nullptr;
+  const float* k_scale = nullptr;
 };
 psa_status block_scores_cuda(const ScoreArgs& args, cudaStream_t stream);
 
@@ -83,6 +89,11 @@ psa_status score_scratch_slots(int64_t* slots);
 
 // True when this binary holds the Hopper score kernel for the current device; cached per device.
 bool score_sm90_available();
+
+// Whether block_scores_cuda runs the 8-bit rule (ScoreArgs::k8) for these sample counts and head
+// dim on the current device: the sm90 kernel (score_sm90_available), head_dim 128, power-of-two
+// counts up to 128 (score_gemm_supported), and a scratch.
+bool score_int8_supported(int64_t q_count, int64_t k_count, int64_t head_dim);
 
 }  // namespace gpu
 }  // namespace psa

@@ -71,6 +71,18 @@ PSA_HD int64_t sampled_token(int64_t blk, int64_t block, int32_t offset, int64_t
 // normalisation runs over the real key blocks only (the reference also counts
 // alignment-padding columns; it cancels in thresholdbound and is irrelevant to topk).
 //
+// With precision fp8 (psa_precision; the CPU backend and the CUDA backend's 8-bit route) the
+// logits come from 8-bit operands, attention/attention_fp8.h's quantization of Q and K:
+//   a[r, j] = (scale * s_q(i)) * s_k(j) * max_{c in samples of j} q8_r . k8_c
+// with k8 = int8(K - K's smoothing mean) and s_k(j) the level-1 scale of key block j (the 8-bit
+// pool pass's; NaN when the block holds a non-finite value, so its logits are NaN), q8_r =
+// int8(q_r / s_q(i)) with s_q(i) = fp8_scale(largest finite magnitude of the sampled rows of
+// query block i, 127), the dot in exact integer arithmetic (|q8 . k8| <= 127^2 d < 2^24 for
+// d <= 1024) and each product rounded to fp32 in the order written. A sampled row holding a
+// non-finite value has NaN logits (it scores no block). The mean's term q_r . mean is the same
+// for every key of the row and cancels in a - m; the quantization moves a little (BENCHMARKS.md,
+// "Importance on int8 operands": the masks keep 97-99.5% of the 16-bit masks' blocks).
+//
 // sample_weight is e^y by a fixed sequence of fp32 operations (below), the same bits on the
 // CPU and on every GPU. Until 2026-11-29 it was exp in double rounded to fp32; on Hopper the
 // score kernel's double-precision instructions waited on the pipe its tensor cores use, and

@@ -4,6 +4,7 @@
 // (tensor-core dot order) on random and video-like inputs, GQA, Lq != Lk, odd L, 1..128 samples
 // per block, several CTA tiles per head, several 64-block chunks, Lk < block_n, few scratch slots.
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -225,6 +226,195 @@ TEST(CudaImportance, GemmScoresWithFewSlotsMatchCpu) {
   }
 }
 
+// The 8-bit rule (precision fp8; ScoreArgs::k8) on the sm90 kernel against importance_int8_cpu:
+// int8 K codes and per-block scales drawn at random ([B*Hkv, Lk, 128] and [B*Hkv, 4, Nk], levels
+// 2-8 of the scales NaN: never read), Q 16-bit as the forward passes it. With `nonfinite`, one key
+// block's scale is NaN (a block holding a non-finite value) and every 7th token of Q holds +-inf
+// in one channel (a sampled row with one scores nothing). Scores and tie masses (every row's)
+// must match to the row sum's order; the logits are exact integers times the same fp32 products.
+void run_scores_int8(const ScoreCase& c, int overlap, bool nonfinite, bool q_in_place = false) {
+  const int32_t qs = static_cast<int32_t>(c.bm / c.divisor), ks = static_cast<int32_t>(c.bn / c.divisor);
+  const int64_t mq = (c.Lq + c.bm - 1) / c.bm, nk = (c.Lk + c.bn - 1) / c.bn, D = 128;
+  ASSERT_EQ(c.D, D);
+  test::Tensor16 q = c.video ? test::make_video_like(c.B * c.Hq, c.Lq, D, c.dt, 41u + static_cast<uint32_t>(c.seed))
+                             : test::make_random(static_cast<size_t>(c.B * c.Hq * c.Lq * D), c.dt,
+                                                 42u + static_cast<uint32_t>(c.seed), 2.0f);
+  std::mt19937 gen(static_cast<uint32_t>(c.seed) * 31u + 7u);
+  if (nonfinite)
+    for (int64_t r = 3; r < c.B * c.Hq * c.Lq; r += 7) {
+      const float v = (r / 7) % 2 ? INFINITY : -INFINITY;
+      q.f[static_cast<size_t>(r * D + 5)] = v;
+      q.bits[static_cast<size_t>(r * D + 5)] = test::to16(v, c.dt);
+    }
+  const int64_t heads_kv = c.B * c.Hkv;
+  std::vector<int8_t> k8(static_cast<size_t>(heads_kv * c.Lk * D));
+  std::vector<float> k8f(k8.size());
+  std::uniform_int_distribution<int> code(-127, 127);
+  for (size_t i = 0; i < k8.size(); ++i) {
+    k8[i] = static_cast<int8_t>(code(gen));
+    k8f[i] = k8[i];
+  }
+  std::vector<float> kscale(static_cast<size_t>(heads_kv * 4 * nk), std::nanf(""));
+  std::uniform_real_distribution<float> expo(-9.0f, -5.0f);
+  for (int64_t h = 0; h < heads_kv; ++h)
+    for (int64_t j = 0; j < nk; ++j) kscale[static_cast<size_t>(h * 4 * nk + j)] = std::exp2(expo(gen));
+  if (nonfinite) kscale[static_cast<size_t>(std::min<int64_t>(nk - 1, 2))] = std::nanf("");
+  std::vector<int64_t> perm(static_cast<size_t>(c.Lq));
+  for (int64_t x = 0; x < c.Lq; ++x) perm[static_cast<size_t>(x)] = x;
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(static_cast<uint32_t>(c.seed) + 5u));
+  int64_t qst[4];
+  bsnd_strides(c.Hq, c.Lq, D, qst);
+  DevBuf<uint16_t> dq(q_in_place ? to_bsnd(q.bits, c.B, c.Hq, c.Lq, D, perm.data()) : q.bits);
+  DevBuf<int64_t> dperm(perm);
+  DevBuf<int8_t> dk8(k8);
+  DevBuf<float> dks(kscale);
+  DevBuf<int32_t> qoff(static_cast<size_t>(c.B * c.Hq * qs)), koff(static_cast<size_t>(c.B * c.Hq * ks));
+  DevBuf<float> scores(static_cast<size_t>(c.B * c.Hq * mq * nk)), ties(scores.size());
+  scores.fill_bytes(0xff);
+  ties.fill_bytes(0xff);
+  int64_t slots = 0;
+  ASSERT_EQ(PSA_OK, gpu::score_scratch_slots(&slots)) << psa_last_error_message();
+  const uint64_t scratch_bytes = gpu::score_scratch_bytes(c.B * c.Hq, mq, nk, qs, ks, slots);
+  ASSERT_GT(scratch_bytes, 0u);
+  DevBuf<float> scratch(static_cast<size_t>(scratch_bytes / sizeof(float)));
+  gpu::OffsetArgs oa;
+  oa.seed = c.seed;
+  oa.dims.batch = c.B;
+  oa.dims.heads_q = c.Hq;
+  oa.dims.block_m = static_cast<int32_t>(c.bm);
+  oa.q_count = qs;
+  oa.dims.block_n = static_cast<int32_t>(c.bn);
+  oa.k_count = ks;
+  oa.q_off = qoff.get();
+  oa.k_off = koff.get();
+  ASSERT_EQ(PSA_OK, gpu::sample_offsets_cuda(oa, nullptr)) << psa_last_error_message();
+  gpu::ScoreArgs sa;
+  sa.dtype = c.dt;
+  sa.q = dq.get();
+  if (q_in_place) {
+    std::copy(qst, qst + 4, sa.q_stride);
+    sa.q_rows = dperm.get();
+  }
+  sa.k8 = dk8.get();
+  sa.k_scale = dks.get();
+  sa.dims.batch = c.B;
+  sa.dims.heads_q = c.Hq;
+  sa.dims.heads_kv = c.Hkv;
+  sa.dims.len_q = c.Lq;
+  sa.dims.len_k = c.Lk;
+  sa.dims.head_dim = D;
+  sa.dims.block_m = c.bm;
+  sa.dims.block_n = c.bn;
+  sa.q_off = qoff.get();
+  sa.k_off = koff.get();
+  sa.q_count = qs;
+  sa.k_count = ks;
+  sa.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  sa.scores = scores.get();
+  sa.ties = ties.get();
+  sa.scratch = scratch.get();
+  sa.scratch_bytes = scratch_bytes;
+  sa.finish_overlap = overlap;
+  ASSERT_EQ(PSA_OK, gpu::block_scores_cuda(sa, nullptr)) << psa_last_error_message();
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  const std::vector<int32_t> gq = qoff.download(), gk = koff.download();
+  const std::vector<float> gs = scores.download(), gt = ties.download();
+  std::vector<float> ref(static_cast<size_t>(mq * nk)), tref(ref.size());
+  int64_t exact = 0, texact = 0, total = 0, zero_rows = 0;
+  double max_rel = 0, tmax_rel = 0;
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.Hq; ++h) {
+      const int64_t bh = b * c.Hq + h, kv = b * c.Hkv + h / (c.Hq / c.Hkv);
+      const Int8Keys keys{k8f.data() + kv * c.Lk * D, kscale.data() + kv * 4 * nk};
+      importance_int8_cpu(q.f.data() + bh * c.Lq * D, c.Lq, keys, c.Lk, D, c.bm, c.bn, gq.data() + bh * qs, qs,
+                          gk.data() + bh * ks, ks, sa.scale, ref.data(), tref.data());
+      for (int64_t i = 0; i < mq; ++i) {
+        double sum = 0;
+        for (int64_t j = 0; j < nk; ++j) sum += ref[static_cast<size_t>(i * nk + j)];
+        zero_rows += sum == 0.0;
+      }
+      for (int64_t e = 0; e < mq * nk; ++e) {
+        const float g = gs[static_cast<size_t>(bh * mq * nk + e)], r = ref[static_cast<size_t>(e)];
+        const float gtie = gt[static_cast<size_t>(bh * mq * nk + e)], rtie = tref[static_cast<size_t>(e)];
+        ++total;
+        exact += g == r;
+        texact += gtie == rtie;
+        const double rel = std::fabs(static_cast<double>(g) - r) / std::max(1e-30, static_cast<double>(std::fabs(r)));
+        if (!(rel <= max_rel)) max_rel = rel;
+        const double trel = std::fabs(static_cast<double>(gtie) - rtie) / std::max(1e-30, static_cast<double>(std::fabs(rtie)));
+        if (!(trel <= tmax_rel)) tmax_rel = trel;
+      }
+    }
+  std::printf("[importance int8%s%s] %s Lq=%lld Lk=%lld bm=%lld bn=%lld (%d/%d samples) %s, overlap %d: "
+              "%lld/%lld scores and %lld tie masses bit-identical, max rel diff %.3g / %.3g, %lld all-zero rows\n",
+              nonfinite ? ", non-finite" : "", q_in_place ? ", q in place" : "", c.dt == PSA_DTYPE_F16 ? "f16" : "bf16",
+              static_cast<long long>(c.Lq), static_cast<long long>(c.Lk), static_cast<long long>(c.bm),
+              static_cast<long long>(c.bn), qs, ks, c.video ? "video" : "random", overlap,
+              static_cast<long long>(exact), static_cast<long long>(total), static_cast<long long>(texact), max_rel,
+              tmax_rel, static_cast<long long>(zero_rows));
+  EXPECT_LE(max_rel, 2e-4);
+  EXPECT_LE(tmax_rel, 2e-4);
+  EXPECT_GT(exact, total / 2);  // the logits are the oracle's bits; only the row sum's order differs
+}
+
+TEST(CudaImportance, GemmSm90Int8ScoresMatchCpu) {
+  PSA_REQUIRE_GPU();
+  if (!gpu::score_sm90_available()) GTEST_SKIP() << "no sm_90a score kernel for this device/build";
+  const ScoreCase extra[] = {
+      {PSA_DTYPE_BF16, 1, 2, 2, 300, 100, 128, 64, 128, 4, false, 30},    // Lk < block_n: no full block
+      {PSA_DTYPE_BF16, 1, 4, 2, 1200, 5200, 128, 128, 64, 8, true, 31},   // 81 full blocks + a partial one
+      {PSA_DTYPE_F16, 2, 2, 2, 2000, 2048, 128, 128, 16, 2, false, 32},   // 128 blocks of 16, no partial
+  };
+  int ran = 0;
+  for (const int overlap : {0, 1}) {
+    for (const ScoreCase& c : kCases) {
+      const int64_t qs = c.bm / c.divisor, ks = c.bn / c.divisor;
+      if (c.D != 128 || !gpu::score_gemm_supported(qs, ks)) continue;
+      run_scores_int8(c, overlap, false);
+      ++ran;
+    }
+    for (const ScoreCase& c : extra) run_scores_int8(c, overlap, false);
+  }
+  for (const ScoreCase& c : extra) run_scores_int8(c, -1, true);
+  run_scores_int8(kCases[5], -1, true);
+  run_scores_int8(kCases[5], -1, false, true);  // Q read in place through a row permutation
+  EXPECT_GE(ran, 12);
+  // Sample counts the GEMM path cannot take are refused, and nothing is written.
+  const ScoreCase& odd = kCases[11];  // 42 samples per block
+  DevBuf<int8_t> k8(static_cast<size_t>(odd.Lk * 128));
+  DevBuf<float> ks(64), scores(static_cast<size_t>(odd.Hq * 7 * 7)), scratch(1 << 20);
+  DevBuf<uint16_t> q(static_cast<size_t>(odd.Hq * odd.Lq * 128));
+  DevBuf<int32_t> off(256);
+  scores.fill_bytes(0x7f);
+  gpu::ScoreArgs sa;
+  sa.q = q.get();
+  sa.k8 = k8.get();
+  sa.k_scale = ks.get();
+  sa.dims.batch = 1;
+  sa.dims.heads_q = odd.Hq;
+  sa.dims.heads_kv = odd.Hkv;
+  sa.dims.len_q = odd.Lq;
+  sa.dims.len_k = odd.Lk;
+  sa.dims.head_dim = 128;
+  sa.dims.block_m = 128;
+  sa.dims.block_n = 128;
+  sa.q_off = off.get();
+  sa.k_off = off.get();
+  sa.q_count = sa.k_count = 42;
+  sa.scale = 0.1f;
+  sa.scores = scores.get();
+  sa.scratch = scratch.get();
+  sa.scratch_bytes = 4u << 20;
+  EXPECT_EQ(PSA_ERR_UNSUPPORTED, gpu::block_scores_cuda(sa, nullptr));
+  EXPECT_NE(std::string(psa_last_error_message()).find("42/42"), std::string::npos) << psa_last_error_message();
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  for (float v : scores.download()) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &v, 4);
+    ASSERT_EQ(bits, 0x7f7f7f7fu);
+  }
+}
+
 // Q read in place (strided BSND, rows through a random permutation) on every path, and K read
 // through BSND strides.
 TEST(CudaImportance, ScoresReadQInPlaceThroughRowIndex) {
@@ -386,6 +576,31 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
       std::fill(sa.q_stride, sa.q_stride + 3, int64_t{0});
       sa.q_rows = nullptr;
     }
+    // The 8-bit rule (precision fp8) at head dim 128: random int8 codes and block scales; alone,
+    // and with the tie masses under the bound as a forward runs it.
+    float ms90_i8 = 0.0f, ms90_i8_bound = 0.0f;
+    if (sm90 && s.D == 128) {
+      std::vector<int8_t> k8(per_head * static_cast<size_t>(s.H));
+      std::mt19937 gen(5u);
+      for (int8_t& v : k8) v = static_cast<int8_t>(static_cast<int>(gen() % 255u) - 127);
+      std::vector<float> kscale(static_cast<size_t>(s.H * 4 * nk), 1.0f / 64.0f);
+      DevBuf<int8_t> dk8(k8);
+      DevBuf<float> dks(kscale);
+      sa.k8 = dk8.get();
+      sa.k_scale = dks.get();
+      sa.finish_overlap = auto_overlap;
+      ms90_i8 = time_ms(got90.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm90);
+      sa.ties = ties.get();
+      sa.tie_run_min = static_cast<int32_t>(bound);
+      ms90_i8_bound = time_ms(got90.get(), scratch.get(), scratch_bytes, 2 * reps + 1, gpu::ScoreKernel::kSm90);
+      PSA_CUDA_OK(cudaDeviceSynchronize());
+      sa.ties = nullptr;
+      sa.tie_run_min = 0;
+      sa.k8 = nullptr;
+      sa.k_scale = nullptr;
+      // got90 holds the int8 rule's scores now: the 16-bit run again for the comparison below
+      time_ms(got90.get(), scratch.get(), scratch_bytes, 1, gpu::ScoreKernel::kSm90);
+    }
     sa.finish_overlap = auto_overlap;
     PSA_CUDA_OK(cudaDeviceSynchronize());
     const std::vector<float> a = ref.download();
@@ -418,6 +633,9 @@ TEST(CudaImportance, DISABLED_StandardShapeTimings) {
                   ms90_mode[0], ms90_mode[1], ms90_ties[0], ms90_ties[1], static_cast<long long>(bound), ms90_bound,
                   ms90_qip);
     }
+    if (ms90_i8 > 0.0f)
+      std::printf(" | int8 rule %.3f ms (%.0f TOP/s, %.2fx the 16-bit kernel), with tie masses over %lld %.3f ms",
+                  ms90_i8, flop / ms90_i8 * 1e-9, ms90 / ms90_i8, static_cast<long long>(bound), ms90_i8_bound);
     std::printf(" | %lld slots, scratch %.1f MB\n", static_cast<long long>(slots), scratch_bytes / 1e6);
     EXPECT_LE(max_rel, 2e-4) << s.name;
   }

@@ -199,3 +199,118 @@ TEST(SampleWeight, BlockWeightIsTheWeightOfTheLargestDifference) {
 }
 
 }  // namespace
+
+// ---- The 8-bit rule (precision fp8; importance_spec.h) ----
+
+// Operands the quantization reproduces exactly: every Q row holds integers in [-127, 127] times
+// its query block's power of two 2^f, with +-127 2^f in the row (so s_q = 2^f and the codes are
+// the integers), and K's codes times a power of two 2^e per key block (s_k = 2^e). The rule's
+// logits ((scale 2^f) 2^e) dot are then importance_cpu's scale (2^(f+e) dot) bit for bit: both
+// are the exact integer dot times powers of two, so scores and tie masses must be identical.
+struct ExactInt8Head {
+  std::vector<float> q, k8, kscale, k;  // k = k8 * kscale (importance_cpu's operand)
+};
+ExactInt8Head exact_int8_head(int64_t lq, int64_t lk, int64_t d, int64_t bm, int64_t bn, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> code(-127, 127), pow2(-3, 3);
+  ExactInt8Head h;
+  const int64_t mq = (lq + bm - 1) / bm, nk = (lk + bn - 1) / bn;
+  std::vector<float> qf(static_cast<size_t>(mq));
+  for (float& f : qf) f = std::ldexp(1.0f, pow2(gen));
+  h.q.resize(static_cast<size_t>(lq * d));
+  for (int64_t x = 0; x < lq; ++x)
+    for (int64_t c = 0; c < d; ++c) {
+      const float v = c == (x % d) ? (x % 2 ? 127.0f : -127.0f) : static_cast<float>(code(gen));
+      h.q[static_cast<size_t>(x * d + c)] = v * qf[static_cast<size_t>(x / bm)];
+    }
+  h.kscale.resize(static_cast<size_t>(nk));
+  for (float& s : h.kscale) s = std::ldexp(1.0f, pow2(gen));
+  h.k8.resize(static_cast<size_t>(lk * d));
+  h.k.resize(h.k8.size());
+  for (int64_t t = 0; t < lk * d; ++t) {
+    h.k8[static_cast<size_t>(t)] = static_cast<float>(code(gen));
+    h.k[static_cast<size_t>(t)] = h.k8[static_cast<size_t>(t)] * h.kscale[static_cast<size_t>(t / d / bn)];
+  }
+  return h;
+}
+
+TEST(ImportanceInt8, EqualsTheFloatRuleOnOperandsItQuantizesExactly) {
+  struct Case {
+    int64_t lq, lk, d, bm, bn;
+    int32_t qc, kc;
+  };
+  for (const Case& c : {Case{300, 520, 16, 64, 32, 8, 4}, Case{257, 129, 32, 128, 64, 16, 16},
+                        Case{64, 700, 8, 32, 128, 4, 32}}) {
+    const ExactInt8Head h = exact_int8_head(c.lq, c.lk, c.d, c.bm, c.bn, static_cast<uint32_t>(c.lq + c.lk));
+    std::vector<int32_t> qo(static_cast<size_t>(c.qc)), ko(static_cast<size_t>(c.kc)), shuf(128);
+    psa::sample_offsets(3, 0, 1, psa::kSampleQuery, static_cast<int32_t>(c.bm), c.qc, shuf.data(), qo.data());
+    psa::sample_offsets(3, 0, 1, psa::kSampleKey, static_cast<int32_t>(c.bn), c.kc, shuf.data(), ko.data());
+    const int64_t mq = (c.lq + c.bm - 1) / c.bm, nk = (c.lk + c.bn - 1) / c.bn;
+    std::vector<float> s8(static_cast<size_t>(mq * nk)), t8(s8.size()), sf(s8.size()), tf(s8.size());
+    const float scale = 0.0625f * 0.7f;
+    psa::importance_int8_cpu(h.q.data(), c.lq, psa::Int8Keys{h.k8.data(), h.kscale.data()}, c.lk, c.d, c.bm, c.bn,
+                             qo.data(), c.qc, ko.data(), c.kc, scale, s8.data(), t8.data());
+    psa::importance_cpu(h.q.data(), c.lq, h.k.data(), c.lk, c.d, c.bm, c.bn, qo.data(), c.qc, ko.data(), c.kc, scale,
+                        sf.data(), tf.data());
+    int64_t ties = 0;
+    for (size_t e = 0; e < s8.size(); ++e) {
+      ASSERT_EQ(s8[e], sf[e]) << "score " << e;
+      ASSERT_EQ(t8[e], tf[e]) << "tie mass " << e;
+      ties += t8[e] > 0.0f;
+    }
+    EXPECT_GE(ties, mq);  // every row has a top block
+  }
+}
+
+TEST(ImportanceInt8, NonFiniteKeysAndRowsScoreNothing) {
+  const int64_t lq = 256, lk = 640, d = 16, bm = 128, bn = 64, mq = 2, nk = 10;
+  const int32_t qc = 8, kc = 8;
+  ExactInt8Head h = exact_int8_head(lq, lk, d, bm, bn, 99u);
+  std::vector<int32_t> qo(qc), ko(kc), shuf(128);
+  psa::sample_offsets(5, 0, 0, psa::kSampleQuery, bm, qc, shuf.data(), qo.data());
+  psa::sample_offsets(5, 0, 0, psa::kSampleKey, bn, kc, shuf.data(), ko.data());
+  std::vector<float> base(mq * nk), s(mq * nk);
+  const psa::Int8Keys keys{h.k8.data(), h.kscale.data()};
+  psa::importance_int8_cpu(h.q.data(), lq, keys, lk, d, bm, bn, qo.data(), qc, ko.data(), kc, 0.25f, base.data());
+  // A key block with a non-finite value (a NaN code; also an unsampled token) scores 0 in every row.
+  std::vector<float> k8 = h.k8;
+  const int32_t unsampled = [&] {
+    for (int32_t o = 0; o < bn; ++o)
+      if (std::find(ko.begin(), ko.end(), o) == ko.end()) return o;
+    return 0;
+  }();
+  k8[static_cast<size_t>((4 * bn + unsampled) * d + 3)] = std::nanf("");
+  psa::importance_int8_cpu(h.q.data(), lq, psa::Int8Keys{k8.data(), h.kscale.data()}, lk, d, bm, bn, qo.data(), qc,
+                           ko.data(), kc, 0.25f, s.data());
+  for (int64_t i = 0; i < mq; ++i) {
+    EXPECT_EQ(s[i * nk + 4], 0.0f);
+    double sum = 0;
+    for (int64_t j = 0; j < nk; ++j) sum += s[i * nk + j];
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+  // So does a NaN scale (the GPU pool pass's mark of such a block).
+  std::vector<float> ks = h.kscale;
+  ks[7] = std::nanf("");
+  psa::importance_int8_cpu(h.q.data(), lq, psa::Int8Keys{h.k8.data(), ks.data()}, lk, d, bm, bn, qo.data(), qc,
+                           ko.data(), kc, 0.25f, s.data());
+  EXPECT_EQ(s[7], 0.0f);
+  EXPECT_EQ(s[nk + 7], 0.0f);
+  // A sampled row with an infinite value scores nothing: block 0's scores are those of its other
+  // rows (its finite values still set s_q, which the +-127 of every row fixes here).
+  std::vector<float> q = h.q;
+  q[static_cast<size_t>(qo[2] * d + 1)] = INFINITY;
+  psa::importance_int8_cpu(q.data(), lq, keys, lk, d, bm, bn, qo.data(), qc, ko.data(), kc, 0.25f, s.data());
+  std::vector<int32_t> qo7;
+  for (int32_t r = 0; r < qc; ++r)
+    if (r != 2) qo7.push_back(qo[r]);
+  std::vector<float> s7(mq * nk);
+  psa::importance_int8_cpu(h.q.data(), lq, keys, lk, d, bm, bn, qo7.data(), qc - 1, ko.data(), kc, 0.25f, s7.data());
+  for (int64_t j = 0; j < nk; ++j) {
+    EXPECT_EQ(s[j], s7[j]) << j;
+    EXPECT_EQ(s[nk + j], base[nk + j]) << j;  // block 1 untouched
+  }
+  // Every sampled row of block 1 non-finite: its row of scores is all zeros.
+  for (int32_t r = 0; r < qc; ++r) q[static_cast<size_t>((bm + qo[r]) * d)] = std::nanf("");
+  psa::importance_int8_cpu(q.data(), lq, keys, lk, d, bm, bn, qo.data(), qc, ko.data(), kc, 0.25f, s.data());
+  for (int64_t j = 0; j < nk; ++j) EXPECT_EQ(s[nk + j], 0.0f) << j;
+}

@@ -144,10 +144,12 @@ class CpuForward {
   }
   void importance(int64_t b, int64_t h) {
     const ImportanceSampling sm = importance_sampling(plan_, b, h, a_.q_offsets, a_.k_offsets);
+    // precision fp8: the logits of the 8-bit rule, on the K this head's attention reads
+    const Int8Keys k8{kv8_.k8[0].data(), kv8_.k_scale[0].data()};
     importance_head_cpu(s_.q, plan_.problem.len_q, s_.k, plan_.problem.len_k,
                         plan_.problem.head_dim, plan_.block_m, plan_.block_n, plan_.scale, sm,
                         s_.shuffle, s_.q_off, s_.k_off, s_.scores,
-                        plan_.route.tie_mass ? s_.ties : nullptr);
+                        plan_.route.tie_mass ? s_.ties : nullptr, fp8() ? &k8 : nullptr);
   }
   void mask(int64_t b, int64_t h) {
     const RoutePlan& r = plan_.route;

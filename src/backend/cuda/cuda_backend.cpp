@@ -150,11 +150,13 @@ class CudaForward {
     return PSA_OK;
   }
 
-  // Rearrange + pool + quantize (PSA, precision fp8): K's 16-bit level-1 copy (the importance
-  // stage reads it) and the 8-bit K / V pyramids with their scales, in one pass over each.
+  // Rearrange + pool + quantize (PSA, precision fp8): the 8-bit K / V pyramids with their scales
+  // (the importance stage reads K's int8 level 1), and K's 16-bit level-1 copy only for the
+  // similarity cap, in one pass over each.
   psa_status rearrange_pool_kv_fp8() {
     gpu::GatherArgs gk = gather_args(a_.k, a_.k_stride, pb_.heads_kv, pb_.len_k, data_.k_src, w_.k);
     gpu::GatherArgs gv = gather_args(a_.v, a_.v_stride, pb_.heads_kv, pb_.len_k, data_.k_src, 0);
+    if (!plan_.route.sim_cap()) gk.dst = nullptr;
     gv.dst = nullptr;  // no 16-bit V
     return gpu::gather_pool_fp8_cuda(gk, gv, plan_.k_blocks, plan_.block_n, fp8_out(), stream_);
   }
@@ -204,6 +206,10 @@ class CudaForward {
     sa.tie_run_min = r.tie_mass ? tie_run_min() : 0;
     sa.scratch = w_.score_scratch_bytes > 0 ? ws_ + w_.score_scratch : nullptr;
     sa.scratch_bytes = w_.score_scratch_bytes;
+    if (fp8_) {  // the 8-bit rule on the pool pass's int8 level-1 K (importance_spec.h)
+      sa.k8 = ws_ + w_.k8[0];
+      sa.k_scale = reinterpret_cast<const float*>(ws_ + w_.k_scale);
+    }
     return gpu::block_scores_cuda(sa, stream_);
   }
 
@@ -720,7 +726,8 @@ class CudaBackend final : public Backend {
   }
 
   // Whether the 8-bit path runs this plan: the PSA route and every 8-bit entry's own check (the
-  // device and build, head dim, blocks, causal). Any refusal means the default precision.
+  // device and build, head dim, blocks, causal; the importance stage's int8 score kernel: its
+  // sample counts). Any refusal means the default precision.
   static bool fp8_runs(const Plan& plan) {
     const Problem& pb = plan.problem;
     if (!plan.route.psa()) return false;
@@ -728,7 +735,8 @@ class CudaBackend final : public Backend {
     a.dtype = pb.dtype;
     a.dims = problem_dims(plan);
     const bool ok = gpu::attention_fp8_supported(a, plan.route.causal) == PSA_OK &&
-                    gpu::pool_fp8_supported(pb.head_dim, plan.block_n) == PSA_OK;
+                    gpu::pool_fp8_supported(pb.head_dim, plan.block_n) == PSA_OK &&
+                    gpu::score_int8_supported(plan.q_samples, plan.k_samples, pb.head_dim);
     clear_error();  // a refusal here is a choice, not the caller's error
     return ok;
   }
