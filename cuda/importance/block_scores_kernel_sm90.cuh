@@ -274,13 +274,33 @@ __device__ __forceinline__ void fold_block_max(const A (&acc)[64], A (&m)[32]) {
 // kernel): rows g and g + 8 at rm[0] and rm[kRowMaxStride].
 constexpr int kRowMaxStride = 256;
 
-// a = scale * M (rounded alone, as the CPU) for the chunk's blocks j < j_end: into the scratch
-// slot (row `row` = this thread's row g of its m64 half) and the row maxima; M restarts at -inf.
+// Block-max logit a of a folded maximum M: ScaleLogit (16-bit operands) a = scale * M, rounded
+// alone as the CPU; Int8Logit (the 8-bit rule) a = ((scale * s_q) * s_k(j)) * M, with qc[8r] the
+// (scale * s_q) of the thread's row g + 8r (shared memory; NaN for a row with a non-finite value)
+// and ks the head's level-1 key block scales; M is exact (|M| < 2^21 at d128), so its conversion
+// is too. kEmpty: M's value before any fold.
+struct ScaleLogit {
+  float scale;
+  static constexpr float kEmpty = -INFINITY;
+  __device__ __forceinline__ float operator()(int, int, float m) const { return __fmul_rn(scale, m); }
+};
+struct Int8Logit {
+  const float* qc;
+  const float* ks;
+  static constexpr int32_t kEmpty = INT32_MIN;
+  __device__ __forceinline__ float operator()(int j, int r, int32_t m) const {
+    return __fmul_rn(__fmul_rn(qc[8 * r], __ldg(ks + j)), small_int_to_float(m));
+  }
+};
+
+// a for the chunk's blocks j < j_end: into the scratch slot (row `row` = this thread's row g of
+// its m64 half) and the row maxima; M restarts empty.
 // The chunk's maxima of the two rows are taken in registers and joined to rm once: updating rm
 // per element made every update a shared-memory load and store, ordered after the scratch
 // store before it (the compiler cannot tell the two pointers apart).
-__device__ __forceinline__ void flush_block_max(float (&m)[32], float* rm, float* scratch, int row, int j0,
-                                                int j_end, int tq, float scale) {
+template <typename A, class Logit>
+__device__ __forceinline__ void flush_block_max(A (&m)[32], float* rm, float* scratch, int row, int j0, int j_end,
+                                                int tq, const Logit& logit) {
   float x[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int i = 0; i < 8; ++i)
@@ -288,11 +308,11 @@ __device__ __forceinline__ void flush_block_max(float (&m)[32], float* rm, float
     for (int e = 0; e < 4; ++e) {
       const int j = j0 + i * 8 + tq * 2 + (e & 1);
       if (j < j_end) {
-        const float a = __fmul_rn(scale, m[i * 4 + e]);
+        const float a = logit(j, e >> 1, m[i * 4 + e]);
         x[e >> 1] = fmaxf(x[e >> 1], a);
         scratch[static_cast<int64_t>(j) * kScoreTileRows + row + (e >> 1) * 8] = a;
       }
-      m[i * 4 + e] = -INFINITY;
+      m[i * 4 + e] = Logit::kEmpty;
     }
   rm[0] = fmaxf(rm[0], x[0]);
   rm[kRowMaxStride] = fmaxf(rm[kRowMaxStride], x[1]);
@@ -300,90 +320,37 @@ __device__ __forceinline__ void flush_block_max(float (&m)[32], float* rm, float
 
 // The tail block's stage: every column is a sample of block j, so the block max is the row max
 // of S (within the thread, then over the quad).
-__device__ __forceinline__ void tail_block_max(const float (&acc)[64], float* rm, float* scratch, int row,
-                                               int j, int tq, float scale) {
-  float x[2] = {-INFINITY, -INFINITY};
+template <typename A, class Logit>
+__device__ __forceinline__ void tail_block_max(const A (&acc)[64], float* rm, float* scratch, int row, int j, int tq,
+                                               const Logit& logit) {
+  A x[2] = {Logit::kEmpty, Logit::kEmpty};
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
-    x[0] = fmaxf(x[0], fmaxf(acc[i * 4], acc[i * 4 + 1]));
-    x[1] = fmaxf(x[1], fmaxf(acc[i * 4 + 2], acc[i * 4 + 3]));
+    x[0] = vmax(x[0], vmax(acc[i * 4], acc[i * 4 + 1]));
+    x[1] = vmax(x[1], vmax(acc[i * 4 + 2], acc[i * 4 + 3]));
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    x[r] = fmaxf(x[r], __shfl_xor_sync(0xffffffffu, x[r], 1));
-    x[r] = fmaxf(x[r], __shfl_xor_sync(0xffffffffu, x[r], 2));
-    const float a = __fmul_rn(scale, x[r]);
+    x[r] = vmax(x[r], __shfl_xor_sync(0xffffffffu, x[r], 1));
+    x[r] = vmax(x[r], __shfl_xor_sync(0xffffffffu, x[r], 2));
+    const float a = logit(j, r, x[r]);
     rm[r * kRowMaxStride] = fmaxf(rm[r * kRowMaxStride], a);
     if (tq == 0) scratch[static_cast<int64_t>(j) * kScoreTileRows + row + r * 8] = a;
   }
 }
 
 // Folds a finished accumulator of stage `st` into M (and flushes M after the chunk's last stage).
-__device__ __forceinline__ void fold_stage(const Sm90Stage& st, const float (&acc)[64], float (&m)[32], float* rm,
-                                           float* scratch, int row, int nk_full, int tq, float scale) {
+template <typename A, class Logit>
+__device__ __forceinline__ void fold_stage(const Sm90Stage& st, const A (&acc)[64], A (&m)[32], float* rm,
+                                           float* scratch, int row, int nk_full, int tq, const Logit& logit) {
   switch (st.w) {
     case 0: fold_block_max<64>(acc, m); break;
     case 1: fold_block_max<32>(acc, m); break;
     case 2: fold_block_max<16>(acc, m); break;
     case 3: fold_block_max<8>(acc, m); break;
-    default: tail_block_max(acc, rm, scratch, row, nk_full, tq, scale); return;
+    default: tail_block_max(acc, rm, scratch, row, nk_full, tq, logit); return;
   }
-  if (st.last) flush_block_max(m, rm, scratch, row, st.j0, min(st.j0 + 64, nk_full), tq, scale);
-}
-
-// The 8-bit rule's flush: a = ((scale * s_q) * s_k(j)) * M, with qc[0], qc[8] the (scale * s_q)
-// of rows `row`, row + 8 (NaN for a row with a non-finite value) and ks = s_k of the head's
-// level-1 key blocks. M is exact (|M| < 2^21 at d128), so its conversion is too.
-__device__ __forceinline__ void flush_block_max(int32_t (&m)[32], float* rm, float* scratch, int row, int j0,
-                                                int j_end, int tq, const float* qc, const float* ks) {
-  float x[2] = {-INFINITY, -INFINITY};
-  const float c[2] = {qc[0], qc[8]};
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int j = j0 + i * 8 + tq * 2 + (e & 1);
-      if (j < j_end) {
-        const float a = __fmul_rn(__fmul_rn(c[e >> 1], __ldg(ks + j)), small_int_to_float(m[i * 4 + e]));
-        x[e >> 1] = fmaxf(x[e >> 1], a);
-        scratch[static_cast<int64_t>(j) * kScoreTileRows + row + (e >> 1) * 8] = a;
-      }
-      m[i * 4 + e] = INT32_MIN;
-    }
-  rm[0] = fmaxf(rm[0], x[0]);
-  rm[kRowMaxStride] = fmaxf(rm[kRowMaxStride], x[1]);
-}
-
-__device__ __forceinline__ void tail_block_max(const int32_t (&acc)[64], float* rm, float* scratch, int row, int j,
-                                               int tq, const float* qc, const float* ks) {
-  int32_t x[2] = {INT32_MIN, INT32_MIN};
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    x[0] = max(x[0], max(acc[i * 4], acc[i * 4 + 1]));
-    x[1] = max(x[1], max(acc[i * 4 + 2], acc[i * 4 + 3]));
-  }
-  const float sk = __ldg(ks + j);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    x[r] = max(x[r], __shfl_xor_sync(0xffffffffu, x[r], 1));
-    x[r] = max(x[r], __shfl_xor_sync(0xffffffffu, x[r], 2));
-    const float a = __fmul_rn(__fmul_rn(qc[r * 8], sk), small_int_to_float(x[r]));
-    rm[r * kRowMaxStride] = fmaxf(rm[r * kRowMaxStride], a);
-    if (tq == 0) scratch[static_cast<int64_t>(j) * kScoreTileRows + row + r * 8] = a;
-  }
-}
-
-__device__ __forceinline__ void fold_stage(const Sm90Stage& st, const int32_t (&acc)[64], int32_t (&m)[32], float* rm,
-                                           float* scratch, int row, int nk_full, int tq, const float* qc,
-                                           const float* ks) {
-  switch (st.w) {
-    case 0: fold_block_max<64>(acc, m); break;
-    case 1: fold_block_max<32>(acc, m); break;
-    case 2: fold_block_max<16>(acc, m); break;
-    case 3: fold_block_max<8>(acc, m); break;
-    default: tail_block_max(acc, rm, scratch, row, nk_full, tq, qc, ks); return;
-  }
-  if (st.last) flush_block_max(m, rm, scratch, row, st.j0, min(st.j0 + 64, nk_full), tq, qc, ks);
+  if (st.last) flush_block_max(m, rm, scratch, row, st.j0, min(st.j0 + 64, nk_full), tq, logit);
 }
 
 template <typename T, int D, bool kTrack, bool kI8>
@@ -392,6 +359,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
   using namespace sm90;
   using Tr = Sm90ScoreTraits<D, kI8>;
   using Acc = typename std::conditional<kI8, int32_t, float>::type;
+  using Logit = typename std::conditional<kI8, Int8Logit, ScaleLogit>::type;
   constexpr int S = Tr::kStages, NC = Tr::kChunks16, kRows = Tr::kRows;
   const GemmScoreParams& p = sp.g;
   const Sm90Schedule& sch = sp.sched;
@@ -640,15 +608,18 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
     for (int i = 0; i < 4; ++i) s_rm[i][ct] = -INFINITY;
     float* const rm0 = &s_rm[0][ct];
     float* const rm1 = &s_rm[2][ct];
-    if constexpr (kI8) {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) m0[i] = m1[i] = INT32_MIN;
-    } else {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) m0[i] = m1[i] = -INFINITY;
-    }
-    // kI8: the head's level-1 key scales
+    for (int i = 0; i < 32; ++i) m0[i] = m1[i] = Logit::kEmpty;
+    // The block-max logits of half `off` (0 or 64) of this thread's rows (kI8: the rows'
+    // (scale * s_q) and the head's level-1 key scales).
     const float* ks = kI8 ? sp.k_scale + (b * (p.heads_q / p.group) + h / p.group) * sp.ks_head : nullptr;
+    auto logit = [&](int off) {
+      if constexpr (kI8) {
+        return Int8Logit{s_qc + row0 + off, ks};
+      } else {
+        return ScaleLogit{p.scale};
+      }
+    };
     // Two stages per iteration: half 0 of stage k is folded while half 1 of k runs, half 1 of k
     // while half 0 of k + 1 runs, half 0 of k + 1 while half 1 of k + 1 runs; so this warpgroup
     // has a product in flight during three of every four folds. Nothing is in flight across
@@ -662,10 +633,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       fence_regs(sb);
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty(it % S));
-      if constexpr (kI8)
-        fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, s_qc + row0 + 64, ks);
-      else
-        fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, p.scale);
+      fold_stage(walk.stage(sch), sb, m1, rm1, scratch, row0 + 64, nk_full, tq, logit(64));
     };
     for (int k = 0; k < sch.total; k += 2) {
       mbar_wait(bar_full(it % S), (it / S) & 1);
@@ -675,10 +643,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       issue(sb, it % S, 1);
       wgmma_wait<1>();  // half 0 of stage k done; half 1 runs
       fence_regs(sa);
-      if constexpr (kI8)
-        fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, s_qc + row0, ks);
-      else
-        fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, p.scale);
+      fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, logit(0));
       if (k + 1 == sch.total) {  // an odd last stage
         wgmma_wait<0>();
         release_fold_half1();
@@ -696,10 +661,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
       issue(sb, it % S, 1);
       wgmma_wait<1>();  // half 0 of stage k + 1 done; half 1 runs
       fence_regs(sa);
-      if constexpr (kI8)
-        fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, s_qc + row0, ks);
-      else
-        fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, p.scale);
+      fold_stage(walk.stage(sch), sa, m0, rm0, scratch, row0, nk_full, tq, logit(0));
       wgmma_wait<0>();
       release_fold_half1();
       walk.next(sch);

@@ -63,6 +63,40 @@ std::vector<uint16_t> to_bsnd(const std::vector<uint16_t>& bits, int64_t B, int6
   return out;
 }
 
+// The case's sample offsets drawn on the GPU into qoff / koff, and the score arguments every
+// path shares (geometry, offsets, counts, scale; no tensors, outputs or scratch).
+void draw_offsets(const ScoreCase& c, int32_t qs, int32_t ks, int32_t* qoff, int32_t* koff) {
+  gpu::OffsetArgs oa;
+  oa.seed = c.seed;
+  oa.dims.batch = c.B;
+  oa.dims.heads_q = c.Hq;
+  oa.dims.block_m = static_cast<int32_t>(c.bm);
+  oa.q_count = qs;
+  oa.dims.block_n = static_cast<int32_t>(c.bn);
+  oa.k_count = ks;
+  oa.q_off = qoff;
+  oa.k_off = koff;
+  ASSERT_EQ(PSA_OK, gpu::sample_offsets_cuda(oa, nullptr)) << psa_last_error_message();
+}
+gpu::ScoreArgs case_score_args(const ScoreCase& c, int32_t qs, int32_t ks, const int32_t* qoff, const int32_t* koff) {
+  gpu::ScoreArgs sa;
+  sa.dtype = c.dt;
+  sa.dims.batch = c.B;
+  sa.dims.heads_q = c.Hq;
+  sa.dims.heads_kv = c.Hkv;
+  sa.dims.len_q = c.Lq;
+  sa.dims.len_k = c.Lk;
+  sa.dims.head_dim = c.D;
+  sa.dims.block_m = c.bm;
+  sa.dims.block_n = c.bn;
+  sa.q_off = qoff;
+  sa.k_off = koff;
+  sa.q_count = qs;
+  sa.k_count = ks;
+  sa.scale = 1.0f / std::sqrt(static_cast<float>(c.D));
+  return sa;
+}
+
 // q_in_place: q is uploaded as [B, Lq, Hq, D] (strided) with problem row x at caller row perm[x]
 // (random) and read through q_stride / q_rows, as the PSA forward reads the caller's Q. k_strided:
 // k is uploaded as [B, Lk, Hkv, D] and read through k_stride, as the forward reads the caller's K
@@ -95,19 +129,8 @@ void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q
   if (path != Path::kPerBlock && scratch_bytes == 0) scratch_bytes = gpu::score_scratch_slot_bytes(nk);
   DevBuf<float> scratch(static_cast<size_t>(scratch_bytes / sizeof(float)));
   scratch.fill_bytes(0xff);
-  gpu::OffsetArgs oa;
-  oa.seed = c.seed;
-  oa.dims.batch = c.B;
-  oa.dims.heads_q = c.Hq;
-  oa.dims.block_m = static_cast<int32_t>(c.bm);
-  oa.q_count = qs;
-  oa.dims.block_n = static_cast<int32_t>(c.bn);
-  oa.k_count = ks;
-  oa.q_off = qoff.get();
-  oa.k_off = koff.get();
-  ASSERT_EQ(PSA_OK, gpu::sample_offsets_cuda(oa, nullptr)) << psa_last_error_message();
-  gpu::ScoreArgs sa;
-  sa.dtype = c.dt;
+  draw_offsets(c, qs, ks, qoff.get(), koff.get());
+  gpu::ScoreArgs sa = case_score_args(c, qs, ks, qoff.get(), koff.get());
   sa.q = dq.get();
   if (q_in_place) {
     std::copy(qst, qst + 4, sa.q_stride);
@@ -115,19 +138,6 @@ void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q
   }
   sa.k = dk.get();
   if (k_strided) std::copy(kst, kst + 4, sa.k_stride);
-  sa.dims.batch = c.B;
-  sa.dims.heads_q = c.Hq;
-  sa.dims.heads_kv = c.Hkv;
-  sa.dims.len_q = c.Lq;
-  sa.dims.len_k = c.Lk;
-  sa.dims.head_dim = c.D;
-  sa.dims.block_m = c.bm;
-  sa.dims.block_n = c.bn;
-  sa.q_off = qoff.get();
-  sa.k_off = koff.get();
-  sa.q_count = qs;
-  sa.k_count = ks;
-  sa.scale = 1.0f / std::sqrt(static_cast<float>(c.D));
   sa.scores = scores.get();
   sa.scratch = path == Path::kPerBlock ? nullptr : scratch.get();
   sa.scratch_bytes = path == Path::kPerBlock ? 0 : scratch_bytes;
@@ -277,19 +287,8 @@ void run_scores_int8(const ScoreCase& c, int overlap, bool nonfinite, bool q_in_
   const uint64_t scratch_bytes = gpu::score_scratch_bytes(c.B * c.Hq, mq, nk, qs, ks, slots);
   ASSERT_GT(scratch_bytes, 0u);
   DevBuf<float> scratch(static_cast<size_t>(scratch_bytes / sizeof(float)));
-  gpu::OffsetArgs oa;
-  oa.seed = c.seed;
-  oa.dims.batch = c.B;
-  oa.dims.heads_q = c.Hq;
-  oa.dims.block_m = static_cast<int32_t>(c.bm);
-  oa.q_count = qs;
-  oa.dims.block_n = static_cast<int32_t>(c.bn);
-  oa.k_count = ks;
-  oa.q_off = qoff.get();
-  oa.k_off = koff.get();
-  ASSERT_EQ(PSA_OK, gpu::sample_offsets_cuda(oa, nullptr)) << psa_last_error_message();
-  gpu::ScoreArgs sa;
-  sa.dtype = c.dt;
+  draw_offsets(c, qs, ks, qoff.get(), koff.get());
+  gpu::ScoreArgs sa = case_score_args(c, qs, ks, qoff.get(), koff.get());
   sa.q = dq.get();
   if (q_in_place) {
     std::copy(qst, qst + 4, sa.q_stride);
@@ -297,19 +296,6 @@ void run_scores_int8(const ScoreCase& c, int overlap, bool nonfinite, bool q_in_
   }
   sa.k8 = dk8.get();
   sa.k_scale = dks.get();
-  sa.dims.batch = c.B;
-  sa.dims.heads_q = c.Hq;
-  sa.dims.heads_kv = c.Hkv;
-  sa.dims.len_q = c.Lq;
-  sa.dims.len_k = c.Lk;
-  sa.dims.head_dim = D;
-  sa.dims.block_m = c.bm;
-  sa.dims.block_n = c.bn;
-  sa.q_off = qoff.get();
-  sa.k_off = koff.get();
-  sa.q_count = qs;
-  sa.k_count = ks;
-  sa.scale = 1.0f / std::sqrt(static_cast<float>(D));
   sa.scores = scores.get();
   sa.ties = ties.get();
   sa.scratch = scratch.get();
