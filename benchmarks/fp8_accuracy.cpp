@@ -22,7 +22,8 @@
 // takes out) against the mask from the bf16 values; reported are the share of equal levels,
 // the share of the bf16 mask's kept blocks that the int8 mask keeps, and the bf16 path's error
 // against dense on each mask; then the same with Q's scale per query block taken over its
-// sampled rows only (what a score kernel that reads only those rows can compute).
+// sampled rows only: the rule precision fp8 runs since d49f773 (importance_spec.h,
+// importance_int8_cpu on the rule's int8 K and its level-1 block scales: exact integer dots).
 //
 // Build from a CPU (or CUDA) build directory: cmake --build build --target fp8_accuracy
 // Run: build/benchmarks/fp8_accuracy [--shapes cogvideox,wan13,wan14] [--heads 2] [--blocks 4]
@@ -83,8 +84,8 @@ struct Sums {
   // --int8-importance: levels equal, kept (level > 0) by the bf16 mask, kept by both, and the bf16
   // path's squared error against dense on the int8 importance's mask
   double equal = 0, kept = 0, kept_both = 0, bf16_on8 = 0;
-  // the same with Q's scale per query block taken over its sampled rows only (what a score kernel
-  // that reads only those rows can compute)
+  // the same with Q's scale per query block taken over its sampled rows only: importance_int8_cpu,
+  // the rule precision fp8 runs
   double equal_s = 0, kept_both_s = 0, bf16_on8_s = 0;
   void add(const Sums& o) {
     equal += o.equal;
@@ -126,7 +127,7 @@ Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const st
   // Importance and mask.
   // qo: the sampled in-block query offsets, the same draw on every call (seed, head).
   std::vector<int32_t> qo(kBlockM / 4);
-  auto mask_of = [&](const float* qm, const float* km) {
+  auto mask_of = [&](const float* qm, const float* km, const psa::Int8Keys* k8 = nullptr) {
     std::vector<float> scores(mq * nk), ties(mq * nk);
     std::vector<int32_t> shuffle(std::max(kBlockM, kBlockN)), ko(kBlockN / 4);
     psa::ImportanceSampling smp;
@@ -135,7 +136,7 @@ Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const st
     smp.q_count = static_cast<int32_t>(kBlockM / 4);
     smp.k_count = static_cast<int32_t>(kBlockN / 4);
     psa::importance_head_cpu(qm, L, km, L, d, kBlockM, kBlockN, scale, smp, shuffle.data(), qo.data(), ko.data(),
-                             scores.data(), ties.data());
+                             scores.data(), ties.data(), k8);
     psa::MaskRowParams mp;
     mp.mode = PSA_MASK_MODE_TOPK;
     mp.block_n = kBlockN;
@@ -182,16 +183,10 @@ Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const st
         kd[x * d + c] = r.k8[0][x * d + c] * r.k_scale[0][x / kBlockN];
       }
     levels8 = mask_of(qd.data(), kd.data());
-    // Q's scale over the sampled rows of each query block (the importance's own draw, qo).
-    for (int64_t i = 0; i < mq; ++i) {
-      float amax = 0.0f;
-      for (int32_t o : qo)
-        for (int64_t c = 0; c < d; ++c) amax = psa::fp8_amax(amax, q[psa::sampled_token(i, kBlockM, o, L) * d + c]);
-      const psa::Fp8Scale sc = psa::fp8_scale(amax, psa::kInt8Max);
-      for (int64_t x = i * kBlockM; x < std::min(L, (i + 1) * kBlockM); ++x)
-        for (int64_t c = 0; c < d; ++c) qd[x * d + c] = psa::int8_quantize(q[x * d + c], sc.inv) * sc.s;
-    }
-    levels8s = mask_of(qd.data(), kd.data());
+    // The rule precision fp8 runs: Q's scale over the sampled rows of each query block, exact
+    // integer dots (importance_int8_cpu).
+    const psa::Int8Keys keys{r.k8[0].data(), r.k_scale[0].data()};
+    levels8s = mask_of(q.data(), k.data(), &keys);
     for (size_t e = 0; e < levels.size(); ++e) {
       s.equal += levels[e] == levels8[e];
       s.kept += levels[e] > 0;
@@ -271,8 +266,8 @@ std::vector<std::string> split(const std::string& s) {
 void print_header() {
   if (int8_importance) {
     std::printf("| shape | inputs | density | levels equal | bf16 mask's kept blocks kept | bf16 PSA vs dense, bf16 "
-                "importance | bf16 PSA vs dense, int8 importance (ratio) | Q scale over the sampled rows: levels "
-                "equal, kept, bf16 PSA vs dense (ratio) |\n|---|---|---|---|---|---|---|---|\n");
+                "importance | bf16 PSA vs dense, int8 importance (ratio) | precision fp8's rule (Q scale over the sampled "
+                "rows, importance_int8_cpu): levels equal, kept, bf16 PSA vs dense (ratio) |\n|---|---|---|---|---|---|---|---|\n");
     return;
   }
   std::printf("| shape | inputs | density | bf16 PSA vs dense | 8-bit PSA vs dense (ratio to bf16) | 8-bit vs bf16 PSA |");

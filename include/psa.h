@@ -233,15 +233,18 @@ typedef enum psa_text_rule {
 /* Arithmetic of the sparse attention stage (PSA_PARAM_PRECISION). FP8 is attention/attention_fp8.h's
  * rule: Q and K as int8 (K minus its mean over the first token of each key block), P and V as
  * e4m3, one scale per query block and per (level, key block), fp32 accumulation; about half the
- * bytes and, on Hopper tensor cores, twice the multiply rate of 16-bit. Dense steps (method dense,
- * warm-up steps) and the ring API keep the default. */
+ * bytes and, on Hopper tensor cores, twice the multiply rate of 16-bit. PSA's importance stage
+ * then scores blocks on the same int8 K and an int8 Q (importance/importance_spec.h), so the
+ * level map is the 8-bit rule's own. Dense steps (method dense, warm-up steps) and the ring API
+ * keep the default. */
 typedef enum psa_precision {
   PSA_PRECISION_DEFAULT = 0, /* the input's 16-bit type on the GPU, fp32 on the CPU            */
   PSA_PRECISION_FP8 = 1      /* 8-bit operands as above. The CPU backend evaluates the rule
                                 exactly (the oracle of the GPU kernels), for every sparse
                                 method. The CUDA backend runs its 8-bit Hopper kernels for
-                                type psa, non-causal, head_dim 128, block_size.m 128, on a
-                                GPU of compute capability 9.x; elsewhere (sm_80, head_dim 64,
+                                type psa, non-causal, head_dim 128, block_size.m 128, sample
+                                counts that are powers of two, on a GPU of compute
+                                capability 9.x; elsewhere (sm_80, head_dim 64,
                                 causal, rf_v2 / ada_bsa / psa_causal) it runs the default.
                                 psa_stats.precision says which one ran                       */
 } psa_precision;
