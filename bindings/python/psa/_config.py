@@ -117,9 +117,10 @@ class TextRule(_WordEnum):
 
 class Precision(_WordEnum):
     """Arithmetic of the sparse attention stage (parameter ``precision``): DEFAULT (the
-    input's 16-bit type on the GPU, fp32 on the CPU) or FP8 (the 8-bit rule: the CPU backend
-    evaluates it exactly; the CUDA backend runs it on Hopper for type psa, non-causal, head_dim
-    128, and the default elsewhere -- ``Stats.precision`` says which ran)."""
+    input's 16-bit type on the GPU, fp32 on the CPU) or FP8 (the 8-bit rule, PSA's block
+    importance on the same int8 operands: the CPU backend evaluates it exactly; the CUDA backend
+    runs it on Hopper for type psa, non-causal, head_dim 128, power-of-two sample counts, and the
+    default elsewhere -- ``Stats.precision`` says which ran)."""
 
     DEFAULT = capi.PSA_PRECISION_DEFAULT
     FP8 = capi.PSA_PRECISION_FP8
