@@ -77,7 +77,8 @@ struct Int8Logits {
     }
   }
   float operator()(int64_t j) const {
-    if (bad) return std::numeric_limits<float>::quiet_NaN();
+    // NaN either way; returned before a NaN code is converted to an integer
+    if (bad || std::isnan(ks[static_cast<size_t>(j)])) return std::numeric_limits<float>::quiet_NaN();
     int64_t best = std::numeric_limits<int64_t>::min();
     for (int32_t cc = 0; cc < k_count; ++cc) {
       const float* kc = k.k8 + sampled_token(j, block_n, k_offsets[cc], lk) * d;

@@ -280,10 +280,12 @@ TEST(ImportanceInt8, NonFiniteKeysAndRowsScoreNothing) {
     return 0;
   }();
   k8[static_cast<size_t>((4 * bn + unsampled) * d + 3)] = std::nanf("");
+  k8[static_cast<size_t>((6 * bn + ko[0]) * d + 5)] = std::nanf("");  // and a sampled token of block 6
   psa::importance_int8_cpu(h.q.data(), lq, psa::Int8Keys{k8.data(), h.kscale.data()}, lk, d, bm, bn, qo.data(), qc,
                            ko.data(), kc, 0.25f, s.data());
   for (int64_t i = 0; i < mq; ++i) {
     EXPECT_EQ(s[i * nk + 4], 0.0f);
+    EXPECT_EQ(s[i * nk + 6], 0.0f);
     double sum = 0;
     for (int64_t j = 0; j < nk; ++j) sum += s[i * nk + j];
     EXPECT_NEAR(sum, 1.0, 1e-6);
