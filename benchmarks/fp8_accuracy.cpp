@@ -40,12 +40,10 @@
 
 #include "attention/attention.h"
 #include "attention/attention_fp8.h"
-#include "attention/fp8_spec.h"
 #include "cli/host_tensor.h"
 #include "cli/standard_shapes.h"
 #include "cli/synthetic.h"
 #include "importance/importance.h"
-#include "importance/importance_spec.h"
 #include "mask/mask.h"
 #include "pool/pool.h"
 #include "rearrange/rearrange.h"
@@ -125,11 +123,9 @@ Sums run_head(const std::vector<float>& q, const std::vector<float>& k, const st
   const int64_t mq = (L + kBlockM - 1) / kBlockM, nk = (L + kBlockN - 1) / kBlockN;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   // Importance and mask.
-  // qo: the sampled in-block query offsets, the same draw on every call (seed, head).
-  std::vector<int32_t> qo(kBlockM / 4);
   auto mask_of = [&](const float* qm, const float* km, const psa::Int8Keys* k8 = nullptr) {
     std::vector<float> scores(mq * nk), ties(mq * nk);
-    std::vector<int32_t> shuffle(std::max(kBlockM, kBlockN)), ko(kBlockN / 4);
+    std::vector<int32_t> shuffle(std::max(kBlockM, kBlockN)), qo(kBlockM / 4), ko(kBlockN / 4);
     psa::ImportanceSampling smp;
     smp.seed = 42;
     smp.head = head;
