@@ -74,5 +74,15 @@ __device__ __forceinline__ uint32_t int8_quantize_code(float y, float inv) {
   return fabsf(y) <= 3.402823466e38f ? b : 0x80u;
 }
 
+// int8_quantize_code of 16 values as 16 bytes in order (x[0] in the low byte of .x).
+__device__ __forceinline__ uint4 int8_quantize_x16(const float (&x)[16], float inv) {
+  uint32_t w[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    w[e] = int8_quantize_code(x[4 * e], inv) | int8_quantize_code(x[4 * e + 1], inv) << 8 |
+           int8_quantize_code(x[4 * e + 2], inv) << 16 | int8_quantize_code(x[4 * e + 3], inv) << 24;
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 }  // namespace gpu
 }  // namespace psa

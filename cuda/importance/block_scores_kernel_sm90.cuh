@@ -598,12 +598,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
         float x[16];
         unpack8<T>(*reinterpret_cast<const uint4*>(sQ + tile_off<kRows>(r, 2 * c8)), x);
         unpack8<T>(*reinterpret_cast<const uint4*>(sQ + tile_off<kRows>(r, 2 * c8 + 1)), x + 8);
-        uint32_t w4[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          w4[e] = int8_quantize_code(x[4 * e], qsc.inv) | int8_quantize_code(x[4 * e + 1], qsc.inv) << 8 |
-                  int8_quantize_code(x[4 * e + 2], qsc.inv) << 16 | int8_quantize_code(x[4 * e + 3], qsc.inv) << 24;
-        *reinterpret_cast<uint4*>(sQ8 + 2 * tile_off<kRows>(r, c8)) = make_uint4(w4[0], w4[1], w4[2], w4[3]);
+        *reinterpret_cast<uint4*>(sQ8 + 2 * tile_off<kRows>(r, c8)) = int8_quantize_x16(x, qsc.inv);
       }
     }
     fence_proxy_async();

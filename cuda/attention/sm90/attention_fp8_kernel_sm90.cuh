@@ -619,12 +619,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         const int unit = ctid + 128 * j, row = cw * 64 + unit / 8, c16 = unit % 8;
         float x[16];
         q_unit(row, c16, x);
-        uint32_t w4[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          w4[e] = int8_quantize_code(x[4 * e], qsc.inv) | int8_quantize_code(x[4 * e + 1], qsc.inv) << 8 |
-                  int8_quantize_code(x[4 * e + 2], qsc.inv) << 16 | int8_quantize_code(x[4 * e + 3], qsc.inv) << 24;
-        *reinterpret_cast<uint4*>(sQ8 + off8(row, c16 * 16)) = make_uint4(w4[0], w4[1], w4[2], w4[3]);
+        *reinterpret_cast<uint4*>(sQ8 + off8(row, c16 * 16)) = int8_quantize_x16(x, qsc.inv);
       }
       fence_proxy_async();
       named_bar_sync(2 + cw, 128);  // this warpgroup's Q8 rows are complete
