@@ -451,35 +451,32 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
     for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
       const int64_t bh = tile / p.row_tiles;
       const int64_t b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
+      const int64_t kvh = bh / p.group;  // b * (heads_q / group) + hk: K's (batch, head) row
       const int32_t* ko = p.k_off + bh * kc;
       Sm90StageWalk walk(sch);
       for (int k = 0; k < sch.total; ++k, ++it, walk.next(sch)) {
         const int s = static_cast<int>(it % S);
         if (it >= S) mbar_wait(bar_empty(s), ((it / S) - 1) & 1);
         const Sm90Stage st = walk.stage(sch);
-        if (st.w == 4 && kI8) {
-          // Tail block, int8 rows of 128 bytes: 8 chunks each, the swizzle of a 64-column panel
-          // of 16-bit values (byte offset 2 * tile_off).
-          const int8_t* kb = sp.k8 + (b * (p.heads_q / p.group) + hk) * p.len_k * D;
-          unsigned char* dk = reinterpret_cast<unsigned char*>(sK) + s * Tr::kStageBytes;
-          for (int c = lane; c < Tr::kKeys * 8; c += 32) {
-            const int r = c / 8, cc = c % 8;
-            const int64_t tok = sampled_token(p.nk - 1, p.block_n, ko[min(r, kc - 1)], p.len_k);
-            cp_async_16(dk + 2 * tile_off<Tr::kKeys>(r, cc), kb + tok * D + cc * 16, true);
+        if (st.w == 4) {
+          // Tail block: row r = sample min(r, kc - 1) (repeats do not change a maximum), copied
+          // in 16-byte chunks into the swizzle of 64-column panels of 16-bit values (byte offset
+          // 2 * tile_off); an int8 row is 128 bytes, chunks 0-7 of panel 0.
+          constexpr int kRowChunks = kI8 ? D / 16 : NC;
+          const unsigned char* kb;
+          int64_t row_bytes;
+          if constexpr (kI8) {
+            kb = reinterpret_cast<const unsigned char*>(sp.k8 + kvh * p.len_k * D);
+            row_bytes = D;
+          } else {
+            kb = reinterpret_cast<const unsigned char*>(static_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh);
+            row_bytes = p.k_sl * static_cast<int64_t>(sizeof(T));
           }
-          cp_async_commit();
-          cp_async_wait<0>();
-          fence_proxy_async();
-          __syncwarp();
-          if (lane == 0) mbar_arrive(bar_full(s));
-        } else if (st.w == 4) {
-          // Tail block: row r = sample min(r, kc - 1) (repeats do not change a maximum).
-          const T* kb = static_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh;
-          T* dk = sK + s * (Tr::kStageBytes / 2);
-          for (int c = lane; c < Tr::kKeys * NC; c += 32) {
-            const int r = c / NC, cc = c % NC;
+          unsigned char* dk = reinterpret_cast<unsigned char*>(sK) + s * Tr::kStageBytes;
+          for (int c = lane; c < Tr::kKeys * kRowChunks; c += 32) {
+            const int r = c / kRowChunks, cc = c % kRowChunks;
             const int64_t tok = sampled_token(p.nk - 1, p.block_n, ko[min(r, kc - 1)], p.len_k);
-            cp_async_16(dk + tile_off<Tr::kKeys>(r, cc), kb + tok * p.k_sl + cc * 8, true);
+            cp_async_16(dk + 2 * tile_off<Tr::kKeys>(r, cc), kb + tok * row_bytes + cc * 16, true);
           }
           cp_async_commit();
           cp_async_wait<0>();
@@ -493,8 +490,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
           for (int u = 0; u < spt; ++u) {
             const int off = ko[min(st.v * spt + u, kc - 1)];
             if constexpr (kI8) {
-              tma_load_4d(dst + u * W * 128, &sp.kmap[st.w], bar_full(s), 0, off, st.j0,
-                          static_cast<int>(b * (p.heads_q / p.group) + hk));
+              tma_load_4d(dst + u * W * 128, &sp.kmap[st.w], bar_full(s), 0, off, st.j0, static_cast<int>(kvh));
             } else {
 #pragma unroll
               for (int pn = 0; pn < D / 64; ++pn)
@@ -616,7 +612,7 @@ __global__ void __launch_bounds__(384, 1) block_scores_sm90_kernel(const __grid_
     for (int i = 0; i < 32; ++i) m0[i] = m1[i] = Logit::kEmpty;
     // The block-max logits of half `off` (0 or 64) of this thread's rows (kI8: the rows'
     // (scale * s_q) and the head's level-1 key scales).
-    const float* ks = kI8 ? sp.k_scale + (b * (p.heads_q / p.group) + h / p.group) * sp.ks_head : nullptr;
+    const float* ks = kI8 ? sp.k_scale + (bh / p.group) * sp.ks_head : nullptr;
     auto logit = [&](int off) {
       if constexpr (kI8) {
         return Int8Logit{s_qc + row0 + off, ks};

@@ -97,9 +97,41 @@ gpu::ScoreArgs case_score_args(const ScoreCase& c, int32_t qs, int32_t ks, const
   return sa;
 }
 
-// q_in_place: q is uploaded as [B, Lq, Hq, D] (strided) with problem row x at caller row perm[x]
-// (random) and read through q_stride / q_rows, as the PSA forward reads the caller's Q. k_strided:
-// k is uploaded as [B, Lk, Hkv, D] and read through k_stride, as the forward reads the caller's K
+// A case's Q on the device, bound into ScoreArgs. in_place: uploaded as [B, Lq, Hq, D] (strided)
+// with problem row x at caller row perm[x] (a shuffle seeded by the case) and read through
+// q_stride / q_rows, as the PSA forward reads the caller's Q; else head-major [B, Hq, Lq, D].
+struct DeviceQ {
+  DevBuf<uint16_t> q;
+  DevBuf<int64_t> rows;
+  int64_t stride[4] = {0, 0, 0, 0};
+  bool in_place = false;
+
+  DeviceQ(const ScoreCase& c, int64_t D, const std::vector<uint16_t>& bits, bool place) : in_place(place) {
+    if (!in_place) {
+      q.alloc(bits.size());
+      q.upload(bits);
+      return;
+    }
+    std::vector<int64_t> perm(static_cast<size_t>(c.Lq));
+    for (int64_t x = 0; x < c.Lq; ++x) perm[static_cast<size_t>(x)] = x;
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(static_cast<uint32_t>(c.seed) + 5u));
+    bsnd_strides(c.Hq, c.Lq, D, stride);
+    const std::vector<uint16_t> placed = to_bsnd(bits, c.B, c.Hq, c.Lq, D, perm.data());
+    q.alloc(placed.size());
+    q.upload(placed);
+    rows.alloc(perm.size());
+    rows.upload(perm);
+  }
+  void bind(gpu::ScoreArgs& sa) const {
+    sa.q = q.get();
+    if (in_place) {
+      std::copy(stride, stride + 4, sa.q_stride);
+      sa.q_rows = rows.get();
+    }
+  }
+};
+
+// q_in_place: Q read in place (DeviceQ). k_strided: k is uploaded as [B, Lk, Hkv, D] and read through k_stride, as the forward reads the caller's K
 // when it does not rearrange keys.
 void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q_in_place = false,
                 bool k_strided = false) {
@@ -109,15 +141,10 @@ void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q
                              : test::make_random(static_cast<size_t>(c.B * c.Hq * c.Lq * c.D), c.dt, 22u);
   test::Tensor16 k = c.video ? test::make_video_like(c.B * c.Hkv, c.Lk, c.D, c.dt, 23u)
                              : test::make_random(static_cast<size_t>(c.B * c.Hkv * c.Lk * c.D), c.dt, 24u);
-  std::vector<int64_t> perm(static_cast<size_t>(c.Lq));
-  for (int64_t x = 0; x < c.Lq; ++x) perm[static_cast<size_t>(x)] = x;
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(static_cast<uint32_t>(c.seed) + 5u));
-  int64_t qst[4], kst[4];
-  bsnd_strides(c.Hq, c.Lq, c.D, qst);
+  int64_t kst[4];
   bsnd_strides(c.Hkv, c.Lk, c.D, kst);
-  DevBuf<uint16_t> dq(q_in_place ? to_bsnd(q.bits, c.B, c.Hq, c.Lq, c.D, perm.data()) : q.bits),
-      dk(k_strided ? to_bsnd(k.bits, c.B, c.Hkv, c.Lk, c.D, nullptr) : k.bits);
-  DevBuf<int64_t> dperm(perm);
+  const DeviceQ dq(c, c.D, q.bits, q_in_place);
+  DevBuf<uint16_t> dk(k_strided ? to_bsnd(k.bits, c.B, c.Hkv, c.Lk, c.D, nullptr) : k.bits);
   DevBuf<int32_t> qoff(static_cast<size_t>(c.B * c.Hq * qs)), koff(static_cast<size_t>(c.B * c.Hq * ks));
   DevBuf<float> scores(static_cast<size_t>(c.B * c.Hq * mq * nk));
   scores.fill_bytes(0xff);
@@ -131,11 +158,7 @@ void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q
   scratch.fill_bytes(0xff);
   draw_offsets(c, qs, ks, qoff.get(), koff.get());
   gpu::ScoreArgs sa = case_score_args(c, qs, ks, qoff.get(), koff.get());
-  sa.q = dq.get();
-  if (q_in_place) {
-    std::copy(qst, qst + 4, sa.q_stride);
-    sa.q_rows = dperm.get();
-  }
+  dq.bind(sa);
   sa.k = dk.get();
   if (k_strided) std::copy(kst, kst + 4, sa.k_stride);
   sa.scores = scores.get();
@@ -269,13 +292,7 @@ void run_scores_int8(const ScoreCase& c, int overlap, bool nonfinite, bool q_in_
   for (int64_t h = 0; h < heads_kv; ++h)
     for (int64_t j = 0; j < nk; ++j) kscale[static_cast<size_t>(h * 4 * nk + j)] = std::exp2(expo(gen));
   if (nonfinite) kscale[static_cast<size_t>(std::min<int64_t>(nk - 1, 2))] = std::nanf("");
-  std::vector<int64_t> perm(static_cast<size_t>(c.Lq));
-  for (int64_t x = 0; x < c.Lq; ++x) perm[static_cast<size_t>(x)] = x;
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(static_cast<uint32_t>(c.seed) + 5u));
-  int64_t qst[4];
-  bsnd_strides(c.Hq, c.Lq, D, qst);
-  DevBuf<uint16_t> dq(q_in_place ? to_bsnd(q.bits, c.B, c.Hq, c.Lq, D, perm.data()) : q.bits);
-  DevBuf<int64_t> dperm(perm);
+  const DeviceQ dq(c, D, q.bits, q_in_place);
   DevBuf<int8_t> dk8(k8);
   DevBuf<float> dks(kscale);
   DevBuf<int32_t> qoff(static_cast<size_t>(c.B * c.Hq * qs)), koff(static_cast<size_t>(c.B * c.Hq * ks));
@@ -289,11 +306,7 @@ void run_scores_int8(const ScoreCase& c, int overlap, bool nonfinite, bool q_in_
   DevBuf<float> scratch(static_cast<size_t>(scratch_bytes / sizeof(float)));
   draw_offsets(c, qs, ks, qoff.get(), koff.get());
   gpu::ScoreArgs sa = case_score_args(c, qs, ks, qoff.get(), koff.get());
-  sa.q = dq.get();
-  if (q_in_place) {
-    std::copy(qst, qst + 4, sa.q_stride);
-    sa.q_rows = dperm.get();
-  }
+  dq.bind(sa);
   sa.k8 = dk8.get();
   sa.k_scale = dks.get();
   sa.scores = scores.get();
