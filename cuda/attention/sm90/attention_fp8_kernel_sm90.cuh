@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
       if (p.q_rows != nullptr && role == 0 && r < n_rows) q_source_rows<BM>(p, (r % p.mq) * BM, lane, qsrc);
     };
     load_qsrc(blockIdx.x);
-    int32_t T0 = 0;
+    uint32_t T0 = 0;  // ring position (unsigned: the stage and parity are a mask and a shift)
     int n = 0;
     for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x, ++n) {
       int64_t i, h, b;
@@ -294,8 +294,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           st[u] = off8(dgb * 4 + u, k32 * 32 + kl);
         }
         for (int32_t t = 0; t < total; ++t) {
-          const int32_t u_ring = T0 + t;
-          const int s = u_ring % S;
+          const uint32_t u_ring = T0 + t;
+          const int s = static_cast<int>(u_ring % S);
           mbar_wait(bar_v(s), (u_ring / S) & 1);
           if (u_ring >= S) mbar_wait(bar_ev(s), ((u_ring / S) - 1) & 1);
           // Shared-window addresses: smem starts on 16 KB (align_smem<kAlign>) and so do the V
@@ -344,8 +344,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
       const int64_t kv = kv_of(b, h);
       const float vsmax = v_smax_of(kv);
       for (int32_t t = 0; t < total; ++t) {
-        const int32_t u_ring = T0 + t;
-        const int s = u_ring % S;
+        const uint32_t u_ring = T0 + t;
+        const int s = static_cast<int>(u_ring % S);
         const uint32_t use_parity = ((u_ring / S) - 1) & 1;
         const TileEntries te = tile_entries<KT>(p, plan, t, sp.box_rows, wl, lane);
         const int li = te.li, lg = te.lg;
@@ -557,7 +557,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     if (lane == 0) mbar_arrive(bar);
   };
 
-  int32_t T0 = 0;
+  uint32_t T0 = 0;
   int n = 0;
   for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x, ++n) {
     int64_t i, h, b;
@@ -632,7 +632,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
 
     if (total > 0) {
       float alpha[2];
-      const int s0 = T0 % S;
+      const int s0 = static_cast<int>(T0 % S);
       mbar_wait(bar_k(s0), (T0 / S) & 1);
       issue_qk(s0);
       wgmma_wait<0>();
@@ -641,8 +641,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
       mbar_arrive(bar_ek(s0));
       rescale_and_pack(alpha);
       for (int32_t t = 1; t < total; ++t) {
-        const int32_t u = T0 + t;
-        const int s = u % S, sp_ = (u - 1) % S;
+        const uint32_t u = T0 + t;
+        const int s = static_cast<int>(u % S), sp_ = static_cast<int>((u - 1) % S);
         mbar_wait(bar_k(s), (u / S) & 1);
         fence_regs(o);
         fence_regs(pf);
@@ -662,8 +662,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         add_tile_l(alpha);
         rescale_and_pack(alpha);
       }
-      const int32_t ul = T0 + total - 1;
-      const int sl = ul % S;
+      const uint32_t ul = T0 + total - 1;
+      const int sl = static_cast<int>(ul % S);
       mbar_wait(bar_vt(sl), (ul / S) & 1);
       fence_regs(o);
       fence_regs(pf);
