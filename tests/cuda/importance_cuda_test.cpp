@@ -131,8 +131,8 @@ struct DeviceQ {
   }
 };
 
-// q_in_place: Q read in place (DeviceQ). k_strided: k is uploaded as [B, Lk, Hkv, D] and read through k_stride, as the forward reads the caller's K
-// when it does not rearrange keys.
+// q_in_place: Q read in place (DeviceQ). k_strided: k is uploaded as [B, Lk, Hkv, D] and read
+// through k_stride, as the forward reads the caller's K when it does not rearrange keys.
 void run_scores(const ScoreCase& c, Path path, int64_t slot_override = 0, bool q_in_place = false,
                 bool k_strided = false) {
   const int32_t qs = static_cast<int32_t>(c.bm / c.divisor), ks = static_cast<int32_t>(c.bn / c.divisor);
