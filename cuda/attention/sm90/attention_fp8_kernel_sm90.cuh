@@ -567,12 +567,25 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     const int q = n & 1;
     T* sQ = q_slot(q);
     float* qinfo = sQinfo + q * Tr::kQinfoFloats;
+    // The thread's 16 channels of K's mean: the same in its four Q units below (unit % 8 does not
+    // change with 128 j), loaded once per row and before the wait for Q.
+    float km[16];
+    {
+      const float4* km4 = reinterpret_cast<const float4*>(sp.k_mean + kv * D + (ctid % 8) * 16);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float4 m4 = __ldg(km4 + e);
+        km[4 * e] = m4.x;
+        km[4 * e + 1] = m4.y;
+        km[4 * e + 2] = m4.z;
+        km[4 * e + 3] = m4.w;
+      }
+    }
     mbar_wait(bar_qf(q), (n >> 1) & 1);
     const int32_t total = plan_of(q)->total;
 
     // ---- Q -> int8: units (row, 16 channels) of this warpgroup's 64 rows, 4 per thread ----
     {
-      const float* km = sp.k_mean + kv * D;
       // The 16 bf16 values of (row, channels 16 c16 ..) from the swizzled Q slot.
       auto q_unit = [&](int row, int c16, float (&x)[16]) {
         unpack8<T>(*reinterpret_cast<const uint4*>(sQ + tile_off<BM>(row, 2 * c16)), x);
@@ -590,7 +603,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         for (int e = 0; e < 16; ++e) {
           amax = fp8_amax(amax, x[e]);  // NaN and +-inf do not count
           bad |= !(fabsf(x[e]) <= 3.402823466e38f);
-          dot = fmaf(x[e], __ldg(km + c16 * 16 + e), dot);
+          dot = fmaf(x[e], km[e], dot);
         }
         // The row's 8 units are 8 consecutive lanes.
         dot += __shfl_xor_sync(0xffffffffu, dot, 1);

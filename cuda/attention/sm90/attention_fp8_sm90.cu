@@ -73,6 +73,8 @@ psa_status attention_fp8_cuda(const AttentionFp8Args& a, cudaStream_t stream) {
   PSA_RETURN_IF(a.wl_blocks == nullptr || a.wl_count == nullptr || a.kv.k_mean == nullptr ||
                     a.kv.k_scale == nullptr || a.kv.v_scale == nullptr || a.kv.v_smax == nullptr,
                 PSA_ERR_INTERNAL, "fp8 attention: work list or scales missing");
+  PSA_RETURN_IF(reinterpret_cast<uintptr_t>(a.kv.k_mean) % 16 != 0, PSA_ERR_INTERNAL,
+                "fp8 attention: k_mean must be 16-byte aligned (the kernel reads it as float4)");
   const int64_t mq = ceil_div(a.dims.len_q, a.dims.block_m), nk = ceil_div(a.dims.len_k, a.dims.block_n);
   if (a.dims.batch == 0 || a.dims.heads_q == 0 || mq == 0) return PSA_OK;
   sm90::Sm90Fp8Params sp{};
