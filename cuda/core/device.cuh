@@ -21,6 +21,16 @@ struct Elem<__half> {
     __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<uint32_t*>(&h);
   }
+  // Element-wise maximum / minimum of two packed pairs, exact, a NaN in either operand
+  // propagating (one HMNMX2 each).
+  static __device__ __forceinline__ uint32_t max2_nan(uint32_t a, uint32_t b) {
+    const __half2 r = __hmax2_nan(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+  static __device__ __forceinline__ uint32_t min2_nan(uint32_t a, uint32_t b) {
+    const __half2 r = __hmin2_nan(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
 };
 template <>
 struct Elem<__nv_bfloat16> {
@@ -30,6 +40,16 @@ struct Elem<__nv_bfloat16> {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t*>(&h);
   }
+  static __device__ __forceinline__ uint32_t max2_nan(uint32_t a, uint32_t b) {
+    const __nv_bfloat162 r =
+        __hmax2_nan(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+  static __device__ __forceinline__ uint32_t min2_nan(uint32_t a, uint32_t b) {
+    const __nv_bfloat162 r =
+        __hmin2_nan(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
 };
 
 // Eight 16-bit elements held in a uint4 -> floats, and back.
@@ -38,6 +58,17 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   const T* e = reinterpret_cast<const T*>(&v);
 #pragma unroll
   for (int i = 0; i < 8; ++i) f[i] = Elem<T>::to_float(e[i]);
+}
+// Element-wise maximum / minimum of eight packed elements (Elem<T>::max2_nan / min2_nan).
+template <typename T>
+__device__ __forceinline__ uint4 max8_nan(const uint4& a, const uint4& b) {
+  return make_uint4(Elem<T>::max2_nan(a.x, b.x), Elem<T>::max2_nan(a.y, b.y), Elem<T>::max2_nan(a.z, b.z),
+                    Elem<T>::max2_nan(a.w, b.w));
+}
+template <typename T>
+__device__ __forceinline__ uint4 min8_nan(const uint4& a, const uint4& b) {
+  return make_uint4(Elem<T>::min2_nan(a.x, b.x), Elem<T>::min2_nan(a.y, b.y), Elem<T>::min2_nan(a.z, b.z),
+                    Elem<T>::min2_nan(a.w, b.w));
 }
 template <typename T>
 __device__ __forceinline__ uint4 pack8(const float* f) {

@@ -74,6 +74,22 @@ __device__ __forceinline__ uint32_t int8_quantize_code(float y, float inv) {
   return fabsf(y) <= 3.402823466e38f ? b : 0x80u;
 }
 
+// int8_quantize_code of four values, packed (y0 in the low byte), where each is finite with
+// |y * inv| < 127.5: a group's values under its own scale (|y| <= amax, inv = fp8_scale(amax,
+// kInt8Max).inv, so |y * inv| rounds twice to at most 127 * (1 + 2^-23)^2; or the fallback inv = 1
+// with amax 0 or below 127 / FLT_MAX). There neither the clamp nor the non-finite select of
+// int8_quantize_code can change a byte: the rounding alone remains, and PRMT packs the bytes.
+__device__ __forceinline__ uint32_t int8_quantize_x4_in_range(float y0, float y1, float y2, float y3, float inv) {
+  auto word = [inv](float y) { return __float_as_uint(__fadd_rn(__fmul_rn(y, inv), 12582912.0f)); };
+  const uint32_t w0 = word(y0), w1 = word(y1), w2 = word(y2), w3 = word(y3);
+  return __byte_perm(__byte_perm(w0, w1, 0x0040), __byte_perm(w2, w3, 0x0040), 0x5410);
+}
+
+// fp8_quantize_x2 for finite a and b: no non-finite select.
+__device__ __forceinline__ uint32_t fp8_quantize_x2_finite(float a, float b, float inv) {
+  return e4m3x2(__fmul_rn(a, inv), __fmul_rn(b, inv));
+}
+
 // int8_quantize_code of 16 values as 16 bytes in order (x[0] in the low byte of .x).
 __device__ __forceinline__ uint4 int8_quantize_x16(const float (&x)[16], float inv) {
   uint32_t w[4];

@@ -14,8 +14,14 @@
 //     the 15 values in shared memory (240 bytes per thread); after the reduction it reads them
 //     back and writes its 8-bit values. (Holding them in registers instead took 130-180
 //     registers and ran 1.5-1.7x the 16-bit pass's time; reading the source again after the
-//     barrier, mostly from L2, 1.6-1.7x.)
+//     barrier, mostly from L2, 1.6-1.7x.) The pass is bound by its instructions, not by memory
+//     (ncu at Wan2.1-1.3B: 70% of issue slots busy, DRAM at 24-30% of peak), so the amax is taken
+//     from each level's per-channel largest and smallest values (packed 16-bit max / min) and the
+//     quantization skips the clamp and the non-finite select, wherever a thread's values allow
+//     it; a thread with a non-finite value (or difference from the mean) applies the rule value
+//     by value (PERF_NOTES.md, "8-bit pool pass: the amax from each channel's extremes").
 #include <cstdint>
+#include <type_traits>
 
 #include "attention/fp8_spec.h"
 #include "cuda/core/cuda_status.h"
@@ -94,12 +100,30 @@ __device__ __forceinline__ float pre(float x, float mean) {
   return kK ? __fsub_rn(x, mean) : x;
 }
 
+// max.NaN: the larger of a and b, NaN when either is.
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
 // 8 values of one token and 8 channels -> 8 bytes: int8 (K; -128 for a value that is not
 // finite) or e4m3 (V; NaN for one), as int8_quantize / fp8_quantize (cuda/core/fp8.cuh).
-template <typename T, bool kK>
+// kFinite: every value and every value minus its mean is finite and at most the group's amax in
+// magnitude (the fast path below): the in-range forms of cuda/core/fp8.cuh, which skip the
+// clamp and the non-finite select.
+template <typename T, bool kK, bool kFinite>
 __device__ __forceinline__ uint2 quantize8(const uint4& v, const float (&mean)[8], float inv) {
   float f[8];
   unpack8<T>(v, f);
+  if (kFinite) {
+    auto y = [&](int e) { return pre<kK>(f[e], mean[e]); };
+    if (kK)
+      return make_uint2(int8_quantize_x4_in_range(y(0), y(1), y(2), y(3), inv),
+                        int8_quantize_x4_in_range(y(4), y(5), y(6), y(7), inv));
+    return make_uint2(fp8_quantize_x2_finite(y(0), y(1), inv) | fp8_quantize_x2_finite(y(2), y(3), inv) << 16,
+                      fp8_quantize_x2_finite(y(4), y(5), inv) | fp8_quantize_x2_finite(y(6), y(7), inv) << 16);
+  }
   uint32_t w[2] = {0u, 0u};
 #pragma unroll
   for (int e = 0; e < 8; e += 2) {
@@ -141,7 +165,8 @@ __global__ void __launch_bounds__(kFp8PoolThreads)
   for (int e = 0; e < 8; ++e) mean[e] = kK && active ? k_mean[bh * d + col + e] : 0.0f;
   float amax[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   bool bad[4] = {false, false, false, false};
-  // Largest finite magnitude per level (level 1: the tokens inside the sequence only).
+  // The exact rule, value by value: largest finite magnitude per level (level 1: the tokens
+  // inside the sequence only); K: bad when a value minus its mean is not finite.
   auto take = [&](int li, const uint4& v) {
     float f[8];
     unpack8<T>(v, f);
@@ -152,6 +177,12 @@ __global__ void __launch_bounds__(kFp8PoolThreads)
       if (kK) bad[li] = bad[li] || !(fabsf(y) <= 3.402823466e38f);
     }
   };
+  // The fast path: per level, each channel's largest and smallest value (packed pairs, exact, a
+  // NaN propagating). pre() rounds x - mean once, so it is monotonic in x, and the level's amax is
+  // the largest |pre(hi)|, |pre(lo)| over its channels: exactly the rule's whenever that is
+  // finite (then every value and every difference is). Otherwise the thread applies the rule to
+  // its values in shared memory, and quantizes them with the clamp and the non-finite select.
+  bool fast = true;
   if (active) {
     // The thread's 8 source tokens (the level-1 copy written on the way) and their pyramid
     // (pyramid8.cuh, as the 16-bit pass).
@@ -169,16 +200,44 @@ __global__ void __launch_bounds__(kFp8PoolThreads)
       }
       if (dst != nullptr && t * 8 + u < len) *reinterpret_cast<uint4*>(dst + (bh * len + t * 8 + u) * d + col) = x[u];
     }
+    // A level's amax from its channels' extremes, as soon as the level is complete.
+    auto finish = [&](int li, const uint4& hi, const uint4& lo) {
+      float a[8], b[8];
+      unpack8<T>(hi, a);
+      unpack8<T>(lo, b);
+      float m = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        m = fmax_nan(m, fmax_nan(fabsf(pre<kK>(a[e], mean[e])), fabsf(pre<kK>(b[e], mean[e]))));
+      amax[li] = m;
+      fast = fast && m <= 3.402823466e38f;
+    };
+    uint4 hi = x[0], lo = x[0];
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
       slot(u) = x[u];
-      if (t * 8 + u < len) take(0, x[u]);
+      if (u > 0 && t * 8 + u < len) {
+        hi = max8_nan<T>(hi, x[u]);
+        lo = min8_nan<T>(lo, x[u]);
+      }
     }
+    if (t * 8 < len) finish(0, hi, lo);
     pyramid8<T>(x, [&](int level, int u, const uint4& v) {
       const int li = level == 2 ? 1 : level == 4 ? 2 : 3;
       slot(level == 2 ? 8 + u : level == 4 ? 12 + u : kFp8PoolSlots - 1) = v;
-      take(li, v);
+      hi = u == 0 ? v : max8_nan<T>(hi, v);
+      lo = u == 0 ? v : min8_nan<T>(lo, v);
+      if (u == (level == 2 ? 3 : level == 4 ? 1 : 0)) finish(li, hi, lo);  // the level's last value
     });
+    if (!fast) {
+#pragma unroll
+      for (int li = 0; li < 4; ++li) amax[li] = 0.0f;
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (t * 8 + u < len) take(0, slot(u));
+#pragma unroll
+      for (int sl_ = 8; sl_ < kFp8PoolSlots; ++sl_) take(sl_ < 12 ? 1 : sl_ < 14 ? 2 : 3, slot(sl_));
+    }
   }
   __syncthreads();  // s_amax / s_bad zeroed before anyone adds to them
 #pragma unroll
@@ -196,18 +255,26 @@ __global__ void __launch_bounds__(kFp8PoolThreads)
   for (int li = 0; li < 4; ++li)  // K: fp8_scale; V: rounded up to a power of two (the rule)
     sc[li] = kK ? fp8_scale(__uint_as_float(s_amax[li]), kInt8Max) : fp8_scale_pow2(__uint_as_float(s_amax[li]));
   if (active) {
-    auto put = [&](int li, int64_t tok, int sl_) {
-      const int64_t len_li = li == 0 ? len : pooled_length(nk, bn, 1 << li);
-      *reinterpret_cast<uint2*>(o.x8[li] + (bh * len_li + tok) * d + col) = quantize8<T, kK>(slot(sl_), mean, sc[li].inv);
+    auto put_all = [&](auto finite) {
+      auto put = [&](int li, int64_t tok, int sl_) {
+        const int64_t len_li = li == 0 ? len : pooled_length(nk, bn, 1 << li);
+        *reinterpret_cast<uint2*>(o.x8[li] + (bh * len_li + tok) * d + col) =
+            quantize8<T, kK, decltype(finite)::value>(slot(sl_), mean, sc[li].inv);
+      };
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (t * 8 + u < len) put(0, t * 8 + u, u);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) put(1, t * 4 + u, 8 + u);
+      put(2, t * 2, 12);
+      put(2, t * 2 + 1, 13);
+      put(3, t, 14);
     };
-#pragma unroll
-    for (int u = 0; u < 8; ++u)
-      if (t * 8 + u < len) put(0, t * 8 + u, u);
-#pragma unroll
-    for (int u = 0; u < 4; ++u) put(1, t * 4 + u, 8 + u);
-    put(2, t * 2, 12);
-    put(2, t * 2 + 1, 13);
-    put(3, t, 14);
+    if (fast) {
+      put_all(std::true_type{});
+    } else {
+      put_all(std::false_type{});
+    }
   }
   if (tid < 4) {
     const int li = tid;

@@ -2,7 +2,10 @@
 // every fp32 bit pattern (2^32 values, one kernel, a fraction of a second): the hardware e4m3
 // conversion (cvt.rn.satfinite) gives float_to_e4m3's code for every value (NaN inputs: a NaN
 // code), fp8_quantize_x2 gives the code of fp8_quantize, int8_quantize_code the byte of
-// int8_quantize; and e4m3_value decodes every code as e4m3_to_float. The library's 8-bit kernels rely on these being the CPU oracle's values.
+// int8_quantize; the in-range forms (int8_quantize_x4_in_range for |x| < 127.5 in each of its
+// four byte positions, fp8_quantize_x2_finite for finite x) the codes of the general ones; and
+// e4m3_value decodes every code as e4m3_to_float. The library's 8-bit kernels rely on these being
+// the CPU oracle's values.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -19,8 +22,8 @@ using psa::test::DevBuf;
 
 // Mismatches per check and the first input of each (0xffffffff: none).
 struct Sweep {
-  unsigned long long bad[4];
-  unsigned first[4];
+  unsigned long long bad[6];
+  unsigned first[6];
 };
 
 __device__ void note(Sweep* s, int k, uint32_t u) {
@@ -49,6 +52,22 @@ __global__ void sweep_kernel(Sweep* s) {
       const float got = psa::gpu::e4m3_value(u), ref = psa::e4m3_to_float(static_cast<uint8_t>(u));
       if (ref != ref ? got == got : __float_as_uint(got) != __float_as_uint(ref)) note(s, 3, u);
     }
+    // 5. int8_quantize_x4_in_range where it applies, x in each byte position.
+    if (fabsf(x) < 127.5f) {
+      const float h = 0.25f;  // a neighbour value whose byte is 0
+      const uint32_t w = psa::gpu::int8_quantize_code(x, 1.0f);
+      if (psa::gpu::int8_quantize_x4_in_range(x, h, h, h, 1.0f) != w ||
+          psa::gpu::int8_quantize_x4_in_range(h, x, h, h, 1.0f) != w << 8 ||
+          psa::gpu::int8_quantize_x4_in_range(h, h, x, h, 1.0f) != w << 16 ||
+          psa::gpu::int8_quantize_x4_in_range(h, h, h, x, 1.0f) != w << 24)
+        note(s, 4, u);
+    }
+    // 6. fp8_quantize_x2_finite for finite x, in both halves.
+    if (fabsf(x) <= 3.402823466e38f && (psa::gpu::fp8_quantize_x2_finite(x, 0.5f, 1.0f) !=
+                                            psa::gpu::fp8_quantize_x2(x, 0.5f, 1.0f) ||
+                                        psa::gpu::fp8_quantize_x2_finite(0.5f, x, 1.0f) !=
+                                            psa::gpu::fp8_quantize_x2(0.5f, x, 1.0f)))
+      note(s, 5, u);
   }
 }
 
@@ -62,11 +81,13 @@ TEST(CudaFp8Convert, EveryFloatGivesTheSpecCode) {
   sweep_kernel<<<1024, 256>>>(d.get());
   ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
   const Sweep s = d.download()[0];
-  const char* what[4] = {"e4m3 conversion", "fp8_quantize", "int8_quantize", "e4m3 decoding"};
-  for (int k = 0; k < 4; ++k)
+  const char* what[6] = {"e4m3 conversion", "fp8_quantize", "int8_quantize", "e4m3 decoding",
+                         "int8_quantize_x4_in_range", "fp8_quantize_x2_finite"};
+  for (int k = 0; k < 6; ++k)
     EXPECT_EQ(0ull, s.bad[k]) << what[k] << ": first differing input 0x" << std::hex << s.first[k];
-  std::printf("[fp8 convert] 2^32 inputs: mismatches %llu / %llu / %llu; 256 codes decoded: %llu\n", s.bad[0],
-              s.bad[1], s.bad[2], s.bad[3]);
+  std::printf("[fp8 convert] 2^32 inputs: mismatches %llu / %llu / %llu, in-range forms %llu / %llu; 256 codes "
+              "decoded: %llu\n",
+              s.bad[0], s.bad[1], s.bad[2], s.bad[4], s.bad[5], s.bad[3]);
 }
 
 }  // namespace
