@@ -52,6 +52,13 @@ struct Elem<__nv_bfloat16> {
   }
 };
 
+// max.NaN.f32: the larger of a and b, NaN when either is (fmaxf returns the other operand).
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
 // Eight 16-bit elements held in a uint4 -> floats, and back.
 template <typename T>
 __device__ __forceinline__ void unpack8(const uint4& v, float* f) {

@@ -63,6 +63,10 @@ __device__ __forceinline__ float small_int_to_float(int32_t s) {
   return __int_as_float(s + 0x4B400000) - 12582912.0f;
 }
 
+// x rounded to the nearest integer (ties to even) in the low bits of the float 1.5 * 2^23 + x, for
+// |x| < 2^22: the int8 conversions' rounding without F2I.
+__device__ __forceinline__ uint32_t round_int_bits(float x) { return __float_as_uint(__fadd_rn(x, 12582912.0f)); }
+
 // int8_quantize(y, inv) as a byte: y * inv rounded in fp32, clamped to [-127, 127], then rounded
 // to the nearest integer, ties to even (int8_quantize's clamp-then-round) by adding 1.5 * 2^23,
 // whose low byte is then the integer's two's-complement byte (0x4B400000 + n for |n| <= 127);
@@ -70,7 +74,7 @@ __device__ __forceinline__ float small_int_to_float(int32_t s) {
 // minima, an add and a mask instead of F2I, which sm_90 runs at a quarter of the FP32 rate.
 __device__ __forceinline__ uint32_t int8_quantize_code(float y, float inv) {
   const float x = fminf(fmaxf(y * inv, -127.0f), 127.0f);
-  const uint32_t b = __float_as_uint(__fadd_rn(x, 12582912.0f)) & 0xffu;
+  const uint32_t b = round_int_bits(x) & 0xffu;
   return fabsf(y) <= 3.402823466e38f ? b : 0x80u;
 }
 
@@ -80,8 +84,8 @@ __device__ __forceinline__ uint32_t int8_quantize_code(float y, float inv) {
 // with amax 0 or below 127 / FLT_MAX). There neither the clamp nor the non-finite select of
 // int8_quantize_code can change a byte: the rounding alone remains, and PRMT packs the bytes.
 __device__ __forceinline__ uint32_t int8_quantize_x4_in_range(float y0, float y1, float y2, float y3, float inv) {
-  auto word = [inv](float y) { return __float_as_uint(__fadd_rn(__fmul_rn(y, inv), 12582912.0f)); };
-  const uint32_t w0 = word(y0), w1 = word(y1), w2 = word(y2), w3 = word(y3);
+  const uint32_t w0 = round_int_bits(__fmul_rn(y0, inv)), w1 = round_int_bits(__fmul_rn(y1, inv)),
+                 w2 = round_int_bits(__fmul_rn(y2, inv)), w3 = round_int_bits(__fmul_rn(y3, inv));
   return __byte_perm(__byte_perm(w0, w1, 0x0040), __byte_perm(w2, w3, 0x0040), 0x5410);
 }
 

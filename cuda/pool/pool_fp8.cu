@@ -100,13 +100,6 @@ __device__ __forceinline__ float pre(float x, float mean) {
   return kK ? __fsub_rn(x, mean) : x;
 }
 
-// max.NaN: the larger of a and b, NaN when either is.
-__device__ __forceinline__ float fmax_nan(float a, float b) {
-  float r;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r;
-}
-
 // 8 values of one token and 8 channels -> 8 bytes: int8 (K; -128 for a value that is not
 // finite) or e4m3 (V; NaN for one), as int8_quantize / fp8_quantize (cuda/core/fp8.cuh).
 // kFinite: every value and every value minus its mean is finite and at most the group's amax in
@@ -227,7 +220,7 @@ __global__ void __launch_bounds__(kFp8PoolThreads)
       slot(level == 2 ? 8 + u : level == 4 ? 12 + u : kFp8PoolSlots - 1) = v;
       hi = u == 0 ? v : max8_nan<T>(hi, v);
       lo = u == 0 ? v : min8_nan<T>(lo, v);
-      if (u == (level == 2 ? 3 : level == 4 ? 1 : 0)) finish(li, hi, lo);  // the level's last value
+      if (u == 8 / level - 1) finish(li, hi, lo);  // the level's last value
     });
     if (!fast) {
 #pragma unroll

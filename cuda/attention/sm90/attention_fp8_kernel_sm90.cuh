@@ -52,8 +52,7 @@ namespace sm90 {
 // exponentials here, columns 56-63 of every 64 (PERF_NOTES.md, "8-bit attention: a quarter of the
 // exponentials on the FMA pipe" and "8-bit attention: V's share in the exponent").
 __device__ __forceinline__ float exp2_fma_pipe(float x) {
-  float y;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(x), "f"(-125.0f));
+  const float y = fmax_nan(x, -125.0f);
   const float t = y + 12582912.0f;        // 1.5 * 2^23 + j: j in t's low mantissa bits
   const float f = y - (t - 12582912.0f);  // in [-0.5, 0.5], exact
   const float p = fmaf(fmaf(fmaf(0.0551716685f, f, 0.24261114f), f, 0.693260968f), f, 0.999928057f);
