@@ -89,6 +89,15 @@ __device__ __forceinline__ uint32_t int8_quantize_x4_in_range(float y0, float y1
   return __byte_perm(__byte_perm(w0, w1, 0x0040), __byte_perm(w2, w3, 0x0040), 0x5410);
 }
 
+// int8_quantize_x16 under the same condition as int8_quantize_x4_in_range (every value finite,
+// |x * inv| < 127.5).
+__device__ __forceinline__ uint4 int8_quantize_x16_in_range(const float (&x)[16], float inv) {
+  return make_uint4(int8_quantize_x4_in_range(x[0], x[1], x[2], x[3], inv),
+                    int8_quantize_x4_in_range(x[4], x[5], x[6], x[7], inv),
+                    int8_quantize_x4_in_range(x[8], x[9], x[10], x[11], inv),
+                    int8_quantize_x4_in_range(x[12], x[13], x[14], x[15], inv));
+}
+
 // fp8_quantize_x2 for finite a and b: no non-finite select.
 __device__ __forceinline__ uint32_t fp8_quantize_x2_finite(float a, float b, float inv) {
   return e4m3x2(__fmul_rn(a, inv), __fmul_rn(b, inv));

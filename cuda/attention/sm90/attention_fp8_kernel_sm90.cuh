@@ -584,25 +584,42 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
     const int32_t total = plan_of(q)->total;
 
     // ---- Q -> int8: units (row, 16 channels) of this warpgroup's 64 rows, 4 per thread ----
+    // A unit's amax is the largest |x| of its packed pairs (sign bits cleared, HMNMX2 with NaN
+    // propagation: exact), which also tells whether the unit holds a NaN or +-inf (then the
+    // rule's value-by-value amax, which skips them, and the general int8 conversion); a unit of
+    // finite values is converted by the in-range form (|x| <= the block's amax).
     {
-      // The 16 bf16 values of (row, channels 16 c16 ..) from the swizzled Q slot.
-      auto q_unit = [&](int row, int c16, float (&x)[16]) {
-        unpack8<T>(*reinterpret_cast<const uint4*>(sQ + tile_off<BM>(row, 2 * c16)), x);
-        unpack8<T>(*reinterpret_cast<const uint4*>(sQ + tile_off<BM>(row, 2 * c16 + 1)), x + 8);
+      auto q_raw = [&](int row, int c16, uint4 (&w)[2]) {
+        w[0] = *reinterpret_cast<const uint4*>(sQ + tile_off<BM>(row, 2 * c16));
+        w[1] = *reinterpret_cast<const uint4*>(sQ + tile_off<BM>(row, 2 * c16 + 1));
       };
       float amax = 0.0f;
+      uint32_t nonfinite = 0;  // bit j: unit j holds a NaN or +-inf
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int unit = ctid + 128 * j, row = cw * 64 + unit / 8, c16 = unit % 8;
-        float x[16];
-        q_unit(row, c16, x);
-        float dot = 0.0f;
-        int bad = 0;  // a NaN or +-inf value: the oracle's row is NaN (its int8 Q is NaN there)
+        uint4 w[2];
+        q_raw(row, c16, w);
+        const uint32_t words[8] = {w[0].x, w[0].y, w[0].z, w[0].w, w[1].x, w[1].y, w[1].z, w[1].w};
+        uint32_t m2 = words[0] & 0x7fff7fffu;
 #pragma unroll
-        for (int e = 0; e < 16; ++e) {
-          amax = fp8_amax(amax, x[e]);  // NaN and +-inf do not count
-          bad |= !(fabsf(x[e]) <= 3.402823466e38f);
-          dot = fmaf(x[e], km[e], dot);
+        for (int e = 1; e < 8; ++e) m2 = Elem<T>::max2_nan(m2, words[e] & 0x7fff7fffu);
+        const T* mh = reinterpret_cast<const T*>(&m2);
+        const float m0 = Elem<T>::to_float(mh[0]), m1 = Elem<T>::to_float(mh[1]);
+        float x[16];
+        unpack8<T>(w[0], x);
+        unpack8<T>(w[1], x + 8);
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 16; ++e) dot = fmaf(x[e], km[e], dot);
+        // a NaN or +-inf value: the oracle's row is NaN (its int8 Q is NaN there)
+        int bad = !(m0 <= 3.402823466e38f && m1 <= 3.402823466e38f);
+        if (bad) {
+          nonfinite |= 1u << j;
+#pragma unroll
+          for (int e = 0; e < 16; ++e) amax = fp8_amax(amax, x[e]);  // NaN and +-inf do not count
+        } else {
+          amax = fmaxf(amax, fmaxf(m0, m1));
         }
         // The row's 8 units are 8 consecutive lanes.
         dot += __shfl_xor_sync(0xffffffffu, dot, 1);
@@ -629,9 +646,13 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int unit = ctid + 128 * j, row = cw * 64 + unit / 8, c16 = unit % 8;
+        uint4 w[2];
+        q_raw(row, c16, w);
         float x[16];
-        q_unit(row, c16, x);
-        *reinterpret_cast<uint4*>(sQ8 + off8(row, c16 * 16)) = int8_quantize_x16(x, qsc.inv);
+        unpack8<T>(w[0], x);
+        unpack8<T>(w[1], x + 8);
+        *reinterpret_cast<uint4*>(sQ8 + off8(row, c16 * 16)) =
+            nonfinite >> j & 1u ? int8_quantize_x16(x, qsc.inv) : int8_quantize_x16_in_range(x, qsc.inv);
       }
       fence_proxy_async();
       named_bar_sync(2 + cw, 128);  // this warpgroup's Q8 rows are complete
