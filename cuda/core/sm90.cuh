@@ -67,6 +67,19 @@ __device__ __forceinline__ uint32_t lds_b32(uint32_t addr) {
 __device__ __forceinline__ void sts_b32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
+// Four 8 x 8 matrices of 16-bit elements at shared-window addresses (lane 8 j + r gives row r of
+// matrix j): ldmatrix transposed (lane l gets column l / 4, rows 2 (l % 4) and + 1 of each) and
+// stmatrix (lane l holds row l / 4, columns 2 (l % 4) and + 1 of each).
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t r[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t r[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+}
 // Adds `bytes` to the transaction count the current phase waits for, and arrives.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");

@@ -258,26 +258,20 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
       const int32_t total = plan->total;
       if (role == 1 || role == 3) {
         // ---- transposers: raw V [key][d] of stage s -> V^T [d][logical key] ----
-        // Units (d group dg of 4 channels, logical key group kc of 4 keys): 32 x 32 of them.
-        // Lane l takes key group kc(l) and d groups dg(l) ^ it, it = 0..15 (warp 1) or 16..31
-        // (warp 3), where (dg(l), kc(l)) is the XOR of kTransBasis[i] over l's set bits: with
-        // that choice each of a warp's 4 loads and 4 stores per unit touches 32 different banks
-        // of the 128-byte-swizzled tiles (rows of one d group in consecutive lanes -- the plain
-        // order -- put 16 stores on one bank).
-        constexpr int kTransBasis[5] = {375, 597, 60, 932, 520};  // dg = bits 0-4, kc = bits 5-9
-        int v = 0;
-#pragma unroll
-        for (int bit = 0; bit < 5; ++bit) v ^= (lane >> bit & 1) ? kTransBasis[bit] : 0;
-        const int kc = v >> 5, dg_lane = v & 31;
-        const int k32 = kc >> 3, kl = (kc & 7) * 4;  // 32-key step, first logical key in it
-        const int it0 = role == 1 ? 0 : 16;
-        // Unit it of the lane's half has d group dg = dgb ^ it (dgb = dg(l) ^ it0), and both
-        // swizzled offsets are linear in it over XOR: a load of key row key[u] sits at
-        // ld[u] ^ (it << 2) (the 16-byte chunk and the 4-byte word inside it take it's bits
-        // 2-3 and 0-1), a store of d row 4 dg + u at st[u] ^ (it << 9) ^ ((it & 1) << 6) (the
-        // row moves by 4 it; its low 3 bits, which pick the chunk, only by (it & 1) << 2). So
-        // with the loop unrolled each access costs one XOR with a constant beside the base.
-        const int dgb = dg_lane ^ it0;
+        // By ldmatrix / stmatrix on 16-bit matrices: warp 1 takes the tile's 16-key chunks c = 0..3
+        // (c = 2 k32 + h: step k32, half h), warp 3 chunks 4..7. One ldmatrix.x4.trans reads the
+        // chunk's keys at 32 channels 32 mp.. (matrix j: keys 8 (j & 1).., 16-byte column 2 mp +
+        // (j >> 1)); lane l then holds, per matrix, keys 2 (l % 4) and + 1 at channels 2 (l / 4) and
+        // + 1. A byte permute of matrices 0 and 1 (2 and 3) gives one channel's keys 2q, 2q + 1,
+        // 8 + 2q, 9 + 2q (q = l % 4): the logical keys 4q.. of the half (phys_of_logical). stmatrix
+        // writes them as V^T rows: of a 16-channel column, matrix A holds channels 0, 2, 4, 6, 9, 11,
+        // 13, 15 and matrix B the others, so that each matrix's 8 rows sit in 8 different 16-byte
+        // columns of the swizzle, as do the 8 key rows a load reads: no bank conflicts.
+        const int lj = lane >> 3, lr = lane & 7;  // the lane's matrix and row for the addresses
+        const uint32_t ld0 = static_cast<uint32_t>(off8(8 * (lj & 1) + lr, 16 * (lj >> 1)));
+        const uint32_t st0 = static_cast<uint32_t>(off8(16 * (lj >> 1) + 2 * lr + ((lj & 1) ^ (lr >> 2)), 0));
+        const uint32_t sel_a = lane < 16 ? 0x6420u : 0x7531u, sel_b = sel_a ^ 0x1111u;  // even / odd channel
+        const int c0 = role == 1 ? 0 : 4;
         // The tile's 1 / f rows: warp 1 writes band 0 (row 0), warp 3 band 1 (row 1), lane l the
         // four logical keys 4 l.. of the tile, whose physical columns are c, c + 1, c + 8, c + 9
         // (phys_of_logical), c = 32 (l / 8) + 16 (l / 4 % 2) + 2 (l % 4); their codes come from the
@@ -286,12 +280,6 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         const int lc = phys_of_logical(lane * 4 % 32) + lane / 8 * 32;
         const uint32_t l_st = static_cast<uint32_t>(off8(band, lane * 4));
         const uint32_t l_perm = band == 0 ? 0x6420u : 0x7531u;
-        int ld[4], st[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          ld[u] = off8(k32 * 32 + phys_of_logical(kl + u), dgb * 4);
-          st[u] = off8(dgb * 4 + u, k32 * 32 + kl);
-        }
         for (int32_t t = 0; t < total; ++t) {
           const uint32_t u_ring = T0 + t;
           const int s = static_cast<int>(u_ring % S);
@@ -299,7 +287,7 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           if (u_ring >= S) mbar_wait(bar_ev(s), ((u_ring / S) - 1) & 1);
           // Shared-window addresses: smem starts on 16 KB (align_smem<kAlign>) and so do the V
           // tiles (Fp8Traits' static_asserts), so adding a tile's start commutes with the XORs,
-          // which stay below bit 14; each access is then one XOR and the load or store.
+          // which stay below bit 14.
           const uint32_t v_at = smem_addr(smem) + static_cast<uint32_t>(Tr::kOffV + s * Tr::kTile8);
           const uint32_t vt_at = smem_addr(smem) + static_cast<uint32_t>(Tr::kOffVt + s * Tr::kTile8);
           {
@@ -308,26 +296,20 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
                     __byte_perm(lds_b32(c_at), lds_b32(c_at + 16), l_perm));
           }
 #pragma unroll 1
-          for (int j = 0; j < 4; ++j) {  // units it = 4 j + i
-            uint32_t lj[4], sj[4], a[4][4];
+          for (int kc = 0; kc < 4; ++kc) {
+            const int c = c0 + kc;
+            // v_at and the chunk's 2048 c lie above ld0's bits 5-6, where the column pair mp goes;
+            // st0 ^ (c << 4) lies below the 4096 mp of the channel column.
+            const uint32_t ld_c = v_at + ld0 + static_cast<uint32_t>(c) * 2048u;
+            const uint32_t st_c = vt_at + (st0 ^ (static_cast<uint32_t>(c) << 4));
+            uint32_t m[4][4];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
-              lj[u] = (v_at + ld[u]) ^ (j << 4);
-              sj[u] = (vt_at + st[u]) ^ (j << 11);
-            }
-            // The four units' loads first, so their latencies overlap.
+            for (int mp = 0; mp < 4; ++mp) ldsm_x4_trans(ld_c ^ (mp << 5), m[mp]);
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
-#pragma unroll
-              for (int u = 0; u < 4; ++u) a[i][u] = lds_b32(lj[u] ^ (i << 2));
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const uint32_t t0 = __byte_perm(a[i][0], a[i][1], 0x5140), t1 = __byte_perm(a[i][2], a[i][3], 0x5140);
-              const uint32_t t2 = __byte_perm(a[i][0], a[i][1], 0x7362), t3 = __byte_perm(a[i][2], a[i][3], 0x7362);
-              const uint32_t b4[4] = {__byte_perm(t0, t1, 0x5410), __byte_perm(t0, t1, 0x7632),
-                                      __byte_perm(t2, t3, 0x5410), __byte_perm(t2, t3, 0x7632)};
-#pragma unroll
-              for (int u = 0; u < 4; ++u) sts_b32(sj[u] ^ (i << 9) ^ ((i & 1) << 6), b4[u]);
+            for (int mp = 0; mp < 4; ++mp) {
+              const uint32_t w[4] = {__byte_perm(m[mp][0], m[mp][1], sel_a), __byte_perm(m[mp][0], m[mp][1], sel_b),
+                                     __byte_perm(m[mp][2], m[mp][3], sel_a), __byte_perm(m[mp][2], m[mp][3], sel_b)};
+              stsm_x4(st_c + mp * 4096u, w);
             }
           }
           fence_proxy_async();  // the generic writes before the consumers' wgmma reads
