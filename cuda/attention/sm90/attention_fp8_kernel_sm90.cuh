@@ -270,7 +270,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
         const int lj = lane >> 3, lr = lane & 7;  // the lane's matrix and row for the addresses
         const uint32_t ld0 = static_cast<uint32_t>(off8(8 * (lj & 1) + lr, 16 * (lj >> 1)));
         const uint32_t st0 = static_cast<uint32_t>(off8(16 * (lj >> 1) + 2 * lr + ((lj & 1) ^ (lr >> 2)), 0));
-        const uint32_t sel_a = lane < 16 ? 0x6420u : 0x7531u, sel_b = sel_a ^ 0x1111u;  // even / odd channel
+        // Matrix A's word: channel 2 (l / 4) of the lane's pair for l < 16, 2 (l / 4) + 1 above; B the other.
+        const uint32_t sel_a = lane < 16 ? 0x6420u : 0x7531u, sel_b = sel_a ^ 0x1111u;
         const int c0 = role == 1 ? 0 : 4;
         // The tile's 1 / f rows: warp 1 writes band 0 (row 0), warp 3 band 1 (row 1), lane l the
         // four logical keys 4 l.. of the tile, whose physical columns are c, c + 1, c + 8, c + 9
