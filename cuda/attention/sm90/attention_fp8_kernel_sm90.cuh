@@ -105,16 +105,16 @@ struct Fp8Traits {
   static constexpr size_t kOffBar = kOffQinfo + sizeof(float) * 2 * kQinfoFloats;
   static constexpr int kBars = 6 * kStages + 6;  // K, V, Vt landed; K, Vt, V free; Q full, Q free, plan x 2
   static constexpr size_t kOffPlan = kOffBar + sizeof(uint64_t) * kBars;
-  // The window is aligned to 16 KB (the transposers' addressing): up to 16 KB of padding.
-  static constexpr size_t kAlign = 16384;
+  // The window is aligned to 1024 bytes, as the 128-byte swizzle atoms need (TMA, wgmma and the
+  // transposers' off8 addressing alike).
+  static constexpr size_t kAlign = 1024;
   static constexpr size_t kSmemBytes = kOffPlan + 2 * sizeof(RowPlan) + kAlign;
   static_assert(kSmemBytes <= 227 * 1024, "fits the sm90 shared-memory carve-out");
   static_assert(kOffQ8 % 1024 == 0 && kOffK % 1024 == 0 && kOffV % 1024 == 0 && kOffVt % 1024 == 0 &&
                     kOffL % 1024 == 0 && kLTab == 1024,
                 "swizzle atoms start on 1024 bytes");
   static_assert(kOffBar % 8 == 0, "mbarriers are 8-byte aligned");
-  static_assert(kTile8 == 16384 && kOffV % 16384 == 0 && kOffVt % 16384 == 0,
-                "the transposers' XOR offsets (below bit 14) commute with the V tiles' starts");
+  static_assert(kTile8 == 16384, "an 8-bit tile is [128][128] bytes");
 };
 
 // Kernel parameters: the common block (q, out, lse, work list, dims, scale), the bf16 Q map,
@@ -286,9 +286,8 @@ __global__ void __launch_bounds__(384, 1) sparse_attention_fp8_sm90_kernel(const
           const int s = static_cast<int>(u_ring % S);
           mbar_wait(bar_v(s), (u_ring / S) & 1);
           if (u_ring >= S) mbar_wait(bar_ev(s), ((u_ring / S) - 1) & 1);
-          // Shared-window addresses: smem starts on 16 KB (align_smem<kAlign>) and so do the V
-          // tiles (Fp8Traits' static_asserts), so adding a tile's start commutes with the XORs,
-          // which stay below bit 14.
+          // Shared-window addresses: the V tiles start on 1024 bytes (Fp8Traits' static_asserts),
+          // so adding a tile's start commutes with the one XOR on an address (bits 5-6, below).
           const uint32_t v_at = smem_addr(smem) + static_cast<uint32_t>(Tr::kOffV + s * Tr::kTile8);
           const uint32_t vt_at = smem_addr(smem) + static_cast<uint32_t>(Tr::kOffVt + s * Tr::kTile8);
           {
