@@ -496,7 +496,10 @@ PSA_API psa_status psa_workspace_size(psa_context* context, const psa_tensor_des
  * Values: the data is not scanned. As in any fp32 softmax (cuDNN, FlashAttention), a NaN or
  * inf in a query row or in a key it attends to, or a scaled logit q.k * scale above the fp32
  * range, can make that output row NaN; a NaN or inf in v reaches the rows that attend to its
- * key. */
+ * key. Under causal masking the CUDA backend's tensor cores multiply the masked weights (zeros)
+ * by v as well: there such a value also reaches the rows that do not see its key in a query
+ * block (block_size.m rows) that attends to the key's tile (its 128 keys for a dense forward,
+ * its key block for a sparse one). */
 PSA_API psa_status psa_attention_forward(psa_context* context, const psa_tensor_desc* q_desc,
                                          const void* q, const psa_tensor_desc* k_desc,
                                          const void* k, const psa_tensor_desc* v_desc,
