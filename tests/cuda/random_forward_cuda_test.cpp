@@ -397,19 +397,20 @@ TEST(CudaRandomForward, RandomProblemsMatchTheCpuBackend) {
     psa_config_get_int(p.cfg, PSA_PARAM_METHOD, &method);
     psa_config_get_int(p.cfg, PSA_PARAM_BLOCK_M, &bm);
     psa_config_get_int(p.cfg, PSA_PARAM_BLOCK_N, &bn);
-    const bool masked = (causal != 0 || method == PSA_METHOD_PSA_CAUSAL) && !gpu.stats.ran_dense;
-    const bool masked_dense = (causal != 0 || method == PSA_METHOD_PSA_CAUSAL) && gpu.stats.ran_dense;
+    const bool is_causal = causal != 0 || method == PSA_METHOD_PSA_CAUSAL;
+    const bool sparse_order = !gpu.stats.ran_dense;  // a dense forward keeps the caller's order
     const std::vector<int64_t> qpos = positions(gpu.q_order), kpos = positions(gpu.k_order);
     const int64_t offset = p.Lk - p.Lq;  // bottom-right aligned
     auto leak_allowed = [&](size_t i) {
-      if (!(masked || masked_dense) || in.nan_x < 0) return false;
+      if (!is_causal || in.nan_x < 0) return false;
       const int64_t x = static_cast<int64_t>(i / static_cast<size_t>(p.D)) % p.Lq;
       const int64_t hq = static_cast<int64_t>(i / static_cast<size_t>(p.D * p.Lq)) % p.Hq;
       const int64_t b = static_cast<int64_t>(i / static_cast<size_t>(p.D * p.Lq * p.Hq));
       if (b != in.nan_b || hq / (p.Hq / p.Hkv) != in.nan_h) return false;
-      const int64_t pq = masked ? qpos[static_cast<size_t>(x)] : x, pk = masked ? kpos[static_cast<size_t>(in.nan_x)] : in.nan_x;
+      const int64_t pq = sparse_order ? qpos[static_cast<size_t>(x)] : x;
+      const int64_t pk = sparse_order ? kpos[static_cast<size_t>(in.nan_x)] : in.nan_x;
       if (pq < 0 || pk < 0 || pq + offset >= pk) return false;  // (row pq sees key pk)
-      if (masked) {
+      if (sparse_order) {
         const int64_t mq = gpu.stats.query_blocks, nk = gpu.stats.key_blocks;
         return gpu.levels[static_cast<size_t>(((b * p.Hq + hq) * mq + pq / bm) * nk + pk / bn)] > 0;
       }
