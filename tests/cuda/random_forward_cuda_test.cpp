@@ -327,16 +327,6 @@ Problem draw(std::mt19937_64& rng, psa_catalog* cat) {
   return p;
 }
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    num += d * d;
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 TEST(CudaRandomForward, RandomProblemsMatchTheCpuBackend) {
   PSA_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
@@ -433,7 +423,7 @@ TEST(CudaRandomForward, RandomProblemsMatchTheCpuBackend) {
       g_num.push_back(gpu.out[i]);
       c_num.push_back(cpu.out[i]);
     }
-    const double err = rel_l2(g_num, c_num);
+    const double err = test::rel_l2(g_num, c_num);
     // Tolerances grow with the amplitude a of Q and K: the logits scale with a^2, and the 16-bit
     // rounding of the pooled keys (the 8-bit rule's weights) moves them in proportion. lse: an
     // absolute part times max(1, a^2) plus 2^-8 of its size (2^-6 at 8 bits); lse_diff is the
