@@ -21,11 +21,26 @@
 namespace psa {
 namespace test {
 
-// A fresh seed per call unless PSA_TEST_SEED is set.
-inline uint64_t problem_seed() {
-  if (const char* s = std::getenv("PSA_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  std::random_device rd;
-  return (uint64_t{rd()} << 32) ^ rd();
+// A sweep's seed (fresh per run unless PSA_TEST_SEED is set; printed with how to replay it,
+// under the test's `tag`) and its problem count (the environment variable `count_env`, else
+// `fallback`).
+struct Sweep {
+  uint64_t seed = 0;
+  int problems = 0;
+};
+inline Sweep begin_sweep(const char* tag, const char* count_env, int fallback) {
+  Sweep w;
+  if (const char* s = std::getenv("PSA_TEST_SEED")) {
+    w.seed = std::strtoull(s, nullptr, 10);
+  } else {
+    std::random_device rd;
+    w.seed = (uint64_t{rd()} << 32) ^ rd();
+  }
+  std::printf("[%s] seed %llu (PSA_TEST_SEED=%llu replays it)\n", tag, static_cast<unsigned long long>(w.seed),
+              static_cast<unsigned long long>(w.seed));
+  w.problems = fallback;
+  if (const char* n = std::getenv(count_env)) w.problems = std::max(1, std::atoi(n));
+  return w;
 }
 
 struct Problem {

@@ -132,26 +132,13 @@ Result run_cuda(const psa_config* cfg, const Shape& s, const Inputs& in, int64_t
   return r;
 }
 
-// The tensor's elements (logical [B, H, L, D] order) out of its strided buffer; padding
-// between rows is not part of the tensor and is never compared.
-std::vector<float> to_float(const std::vector<uint16_t>& b, const psa_tensor_desc& d) {
-  std::vector<float> f;
-  f.reserve(static_cast<size_t>(d.shape[0] * d.shape[1] * d.shape[2] * d.shape[3]));
-  for (int64_t i0 = 0; i0 < d.shape[0]; ++i0)
-    for (int64_t i1 = 0; i1 < d.shape[1]; ++i1)
-      for (int64_t i2 = 0; i2 < d.shape[2]; ++i2)
-        for (int64_t i3 = 0; i3 < d.shape[3]; ++i3)
-          f.push_back(bf16_to_float(b[static_cast<size_t>(i0 * d.strides[0] + i1 * d.strides[1] +
-                                                          i2 * d.strides[2] + i3 * d.strides[3])]));
-  return f;
-}
-
 // Compares one CUDA forward with the CPU backend; returns the rel-L2 error.
 double compare(const char* what, const Result& cpu, const Result& gpu, double budget,
                const psa_tensor_desc& od) {
   EXPECT_EQ(cpu.status, gpu.status) << what << ": cpu '" << cpu.message << "' / cuda '" << gpu.message << "'";
   if (cpu.status != PSA_OK || gpu.status != PSA_OK) return 0.0;
-  const std::vector<float> a = to_float(gpu.out, od), b = to_float(cpu.out, od);
+  // (logical [B, H, L, D] order: padding between rows is not part of the tensor, never compared)
+  const std::vector<float> a = test::unpack(gpu.out, od, bf16_to_float), b = test::unpack(cpu.out, od, bf16_to_float);
   EXPECT_TRUE(test::all_finite(a)) << what;
   const double err = test::rel_l2(a, b);
   double lse_err = 0;

@@ -64,12 +64,10 @@ Outcome run_cuda(const Problem& p, const psa_config* cfg, const Operands& in) {
 
 TEST(CudaRandomForward, RandomProblemsMatchTheCpuBackend) {
   PSA_REQUIRE_GPU();
-  const uint64_t seed = test::problem_seed();
-  std::printf("[random forward] seed %llu (PSA_TEST_SEED=%llu replays it)\n", static_cast<unsigned long long>(seed),
-              static_cast<unsigned long long>(seed));
+  const test::Sweep sweep = test::begin_sweep("random forward", "PSA_RANDOM_FORWARD_PROBLEMS", 40);
+  const uint64_t seed = sweep.seed;
+  const int problems = sweep.problems;
   std::mt19937_64 rng(seed);
-  int problems = 40;
-  if (const char* n = std::getenv("PSA_RANDOM_FORWARD_PROBLEMS")) problems = std::max(1, std::atoi(n));
   psa_catalog* cat = nullptr;
   ASSERT_EQ(PSA_OK, psa_catalog_open(nullptr, &cat)) << psa_last_error_message();
   int ran = 0, refused = 0, maps_equal = 0, sparse = 0, ran_fp8 = 0;

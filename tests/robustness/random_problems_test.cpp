@@ -66,12 +66,10 @@ bool untouched(const Ran& r) {
 }
 
 TEST(RandomProblems, EntryPointsAgreeAndStatisticsAreTheLevelMaps) {
-  const uint64_t seed = test::problem_seed();
-  std::printf("[random problems] seed %llu (PSA_TEST_SEED=%llu replays it)\n", static_cast<unsigned long long>(seed),
-              static_cast<unsigned long long>(seed));
+  const test::Sweep sweep = test::begin_sweep("random problems", "PSA_RANDOM_PROBLEMS", 30);
+  const uint64_t seed = sweep.seed;
+  const int problems = sweep.problems;
   std::mt19937_64 rng(seed);
-  int problems = 30;
-  if (const char* n = std::getenv("PSA_RANDOM_PROBLEMS")) problems = std::max(1, std::atoi(n));
   psa_catalog* cat = nullptr;
   ASSERT_EQ(PSA_OK, psa_catalog_open(nullptr, &cat)) << psa_last_error_message();
   int ran = 0, sparse = 0, refused_config = 0, refused_shape = 0;
